@@ -1,0 +1,32 @@
+"""eqfast build: the Python package, `kernels/` installed as `eqfast.kernels`, and the C
+solver extension (eqfast/solver/_csolver.c; see README "Why a C extension")."""
+import re
+from pathlib import Path
+
+from setuptools import Extension, setup
+
+here = Path(__file__).parent
+version = re.search(r'__version__ = "([^"]+)"', (here / "eqfast/__init__.py").read_text()).group(1)
+
+packages = ["eqfast"] + ["eqfast." + p.parent.relative_to(here / "eqfast").as_posix().replace("/", ".")
+                         for p in sorted((here / "eqfast").rglob("__init__.py")) if p.parent != here / "eqfast"]
+
+setup(
+    name="eqfast",
+    version=version,
+    description="GPU-first E[Q] training-data engine for Texas 42 (Triton kernels, exact solver, Stage 1 oracle)",
+    python_requires=">=3.10",
+    packages=packages + ["eqfast.kernels"],
+    package_dir={"eqfast.kernels": "kernels"},
+    package_data={"eqfast": ["models/*.safetensors", "models/*.json"]},
+    ext_modules=[Extension("eqfast.solver._csolver", ["eqfast/solver/_csolver.c"],
+                           extra_compile_args=["-O3", "-std=c11"])],
+    install_requires=["torch>=2.4", "triton>=3.0", "numpy>=1.24", "safetensors>=0.4", "nvtx>=0.2"],
+    extras_require={
+        "test": ["pytest>=7", "pytest-benchmark>=4"],
+        "bench": ["pytest-benchmark>=4"],
+    },
+    entry_points={"console_scripts": [
+        "eqfast-solve=eqfast.cli.solve:main",
+    ]},
+)
