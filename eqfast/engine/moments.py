@@ -1,0 +1,98 @@
+"""Reduction of per-world Q to posterior moments: the reference of `kernels/moments.py`.
+
+Inputs (G decisions, N worlds each, the actor's 7 initial-hand slots):
+
+    q     [G, N, 7] float  per-world Q in the actor frame (points)
+    legal [G, 7]    bool   legal slots of the decision (identical in every world)
+    logw  [G, N]    float  unnormalized log-weights; -inf = weight 0 (padding worlds,
+                           worlds that contradict the transcript). Uniform = all zeros.
+
+Output `Moments` (all [G, ...] float32):
+
+    mean  [G, 7]  sum_i w_i q_i            (w normalized to sum 1)
+    var   [G, 7]  sum_i w_i (q_i - mean)^2 (population variance under the same weights)
+    ess   [G]     1 / sum_i w_i^2          (effective sample size, in [1, N])
+    max_w [G]     max_i w_i
+    u_mean, u_max [G]  mean / max of sqrt(var) over the legal slots (0 if none is legal)
+
+Moments are computed for all 7 slots; only `u_mean`/`u_max` look at `legal`. Slots that
+are illegal or padded carry whatever the oracle put there (finite by the oracle contract);
+the records layer replaces padded slots. The Q of a world with weight 0 is never read
+(it may be NaN or inf).
+
+A row whose log-weights are all -inf has no distribution: every output of that row is NaN
+(no exception, so that the Triton kernel, which cannot raise, behaves the same; the
+posterior never produces such a row and `check_invariants` flags NaN).
+
+Numerics: weights are exp(logw - max) (max-subtraction, so the largest is exactly 1),
+and the variance is a two-pass weighted second central moment, never E[x^2] - E[x]^2:
+with |Q| up to 42 and a spread of 0.01 the naive float32 formula loses every digit.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+
+class Moments(NamedTuple):
+    mean: torch.Tensor
+    var: torch.Tensor
+    ess: torch.Tensor
+    max_w: torch.Tensor
+    u_mean: torch.Tensor
+    u_max: torch.Tensor
+
+
+def _check_shapes(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor) -> None:
+    if q.dim() != 3 or q.shape[2] != 7:
+        raise ValueError(f"q must be [G, N, 7], got {tuple(q.shape)}")
+    G, N, _ = q.shape
+    if tuple(legal.shape) != (G, 7):
+        raise ValueError(f"legal must be [G, 7] = [{G}, 7], got {tuple(legal.shape)}")
+    if tuple(logw.shape) != (G, N):
+        raise ValueError(f"logw must be [G, N] = [{G}, {N}], got {tuple(logw.shape)}")
+
+
+def _moments(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor, dtype) -> Moments:
+    _check_shapes(q, legal, logw)
+    q = q.to(dtype)
+    logw = logw.to(dtype)
+    legal = legal.bool()
+    top = logw.max(dim=1, keepdim=True).values                 # -inf for an all -inf row
+    w = torch.exp(logw - top)                                  # NaN rows stay NaN
+    total = w.sum(dim=1, keepdim=True)
+    p = w / total                                              # [G, N]
+    # a zero-weight world contributes nothing even if its Q is garbage (inf/NaN padding)
+    q = torch.where(p[:, :, None] > 0, q, torch.zeros_like(q))
+    mean = torch.einsum("gn,gnk->gk", p, q)
+    centered = q - mean[:, None, :]
+    var = torch.einsum("gn,gnk->gk", p, centered * centered)
+    ess = 1.0 / (p * p).sum(dim=1)
+    max_w = 1.0 / total[:, 0]                                  # the largest w is exactly 1
+    sd = torch.sqrt(var.clamp(min=0))
+    n_legal = legal.sum(dim=1)
+    u_mean = torch.where(legal, sd, torch.zeros_like(sd)).sum(dim=1) / n_legal.clamp(min=1)
+    u_max = torch.where(legal, sd, torch.zeros_like(sd)).amax(dim=1)
+    # an all -inf row: sd is NaN, but where() above may have hidden it for illegal slots
+    dead = torch.isnan(total[:, 0])
+    nan = torch.full_like(u_mean, float("nan"))
+    u_mean = torch.where(dead, nan, u_mean)
+    u_max = torch.where(dead, nan, u_max)
+    return Moments(mean, var, ess, max_w, u_mean, u_max)
+
+
+def weighted_moments(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor) -> Moments:
+    """Posterior moments in float32 (the engine's reference backend); see the module doc."""
+    return _moments(q, legal, logw, torch.float32)
+
+
+def weighted_moments_float64(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor) -> Moments:
+    """The same computation in float64: the exact reference that tests compare against."""
+    return _moments(q, legal, logw, torch.float64)
+
+
+def uniform_log_weights(world_valid: torch.Tensor) -> torch.Tensor:
+    """Log-weights [G, N] of uniform averaging: 0 for valid worlds, -inf for padding."""
+    zeros = torch.zeros(world_valid.shape, dtype=torch.float32, device=world_valid.device)
+    return torch.where(world_valid.bool(), zeros, torch.full_like(zeros, float("-inf")))
