@@ -1,0 +1,587 @@
+/* _csolver: exact perfect-information solver for the play of one Texas 42 hand.
+ *
+ * What it computes (RULES.md "Values"): V(s), team 0's points minus team 1's points from
+ * state s to the end of the hand under minimax play (team 0 maximizes), and Q(s, a) for
+ * every legal move a of the player to act (the points of the trick a completes, if it
+ * does, plus V of the next state). Everything is in the team-0 frame; the Python wrapper
+ * (eqfast/solver/__init__.py) flips to the actor frame on request.
+ *
+ * Rules: this file knows no Texas 42 rule. The four tables it reads (FOLLOW_MASK, RANK,
+ * LED_SUIT, POINTS from eqfast.rules.tables) are copied in once by init_tables(); legal
+ * moves, the trick winner and the trick's points are lookups into them.
+ *
+ * Search: fail-soft alpha-beta over single plays. Within one deal the owner of every tile
+ * is fixed, so a trick boundary is identified by (remaining-tile mask, leader): those are
+ * the transposition-table (TT) keys. A TT entry keeps a lower and an upper bound of V plus
+ * the best lead found there (tried first on the next visit). The TT persists across calls
+ * while the calls stay on the same deal (same declaration, and no tile changes owner);
+ * otherwise a generation counter invalidates every entry in O(1).
+ *
+ * Why C rather than numba: no new dependency, and the build is the setup.py that already
+ * exists; the hot loop is a few hundred lines of integer code (see docs/SOLVER.md).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_TILES 28
+#define N_DECLS 10
+#define N_SUITS 8
+#define N_SEATS 4
+#define TILE_BITS ((1u << N_TILES) - 1u)
+#define NO_TILE 0xFF
+#define INF 127 /* wider than any value to go, |V| <= 42 */
+
+/* ---------------------------------------------------------------- rules tables */
+
+static uint32_t g_follow_mask[N_DECLS][N_SUITS]; /* tiles following suit s under decl d */
+static int8_t g_rank[N_DECLS][N_SUITS][N_TILES]; /* argmax of the four keys wins a trick */
+static int8_t g_led_suit[N_DECLS][N_TILES];      /* suit a lead tile opens */
+static int8_t g_points[N_TILES];                 /* count points of a tile */
+static uint32_t g_count_masks[N_TILES];          /* tiles worth 1, 2, ... points (popcount sums) */
+static int g_count_values[N_TILES];
+static int g_n_count_values = 0;
+static int g_tables_ready = 0;
+
+static inline int popcount(uint32_t x) { return __builtin_popcount(x); }
+
+/* Count points held in `tiles`: one popcount per distinct nonzero point value (2 today). */
+static inline int count_points(uint32_t tiles) {
+    int total = 0;
+    for (int i = 0; i < g_n_count_values; i++)
+        total += g_count_values[i] * popcount(tiles & g_count_masks[i]);
+    return total;
+}
+
+/* ---------------------------------------------------------------- transposition table */
+
+/* 2^21 entries x 8 bytes = 16 MiB. A full deal stores ~2e4..2e5 trick boundaries, so a
+ * direct-mapped table with replace-always rarely loses anything useful. */
+#define TT_BITS 21
+#define TT_SIZE (1u << TT_BITS)
+
+typedef struct {
+    uint32_t key;  /* remaining-tile mask << 2 | leader */
+    uint16_t gen;  /* entry is valid only when gen == g_gen */
+    int8_t lo, hi; /* lower and upper bound of V (team-0 frame) */
+} TTEntry;
+
+static TTEntry *g_tt = NULL;
+static uint8_t *g_tt_best = NULL; /* best lead found at the entry (NO_TILE: none) */
+static uint16_t g_gen = 1;
+static int g_deal_decl = -1;          /* declaration of the current generation */
+static int8_t g_owner[N_TILES];       /* seat of each tile seen in this generation, -1 unseen */
+static long long g_generations = 1;   /* statistics */
+
+static void new_generation(int decl) {
+    g_gen++;
+    if (g_gen == 0) { /* wrapped: old entries could look valid again */
+        memset(g_tt, 0, sizeof(TTEntry) * TT_SIZE);
+        g_gen = 1;
+    }
+    g_generations++;
+    g_deal_decl = decl;
+    memset(g_owner, -1, sizeof g_owner);
+}
+
+/* Keep the TT when `hands` is consistent with the current generation's deal, start a new
+ * generation otherwise. Only tiles still in hand matter: a TT key contains only those. */
+static void enter_deal(const uint32_t hands[N_SEATS], int decl) {
+    int conflict = decl != g_deal_decl;
+    for (int p = 0; p < N_SEATS && !conflict; p++)
+        for (uint32_t h = hands[p]; h; h &= h - 1) {
+            int t = __builtin_ctz(h);
+            if (g_owner[t] != -1 && g_owner[t] != p) { conflict = 1; break; }
+        }
+    if (conflict) new_generation(decl);
+    for (int p = 0; p < N_SEATS; p++)
+        for (uint32_t h = hands[p]; h; h &= h - 1) g_owner[__builtin_ctz(h)] = (int8_t)p;
+}
+
+static inline uint32_t tt_index(uint32_t key) {
+    return (uint32_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> (64 - TT_BITS));
+}
+
+/* ---------------------------------------------------------------- search state */
+
+typedef struct {
+    uint32_t hand[N_SEATS];
+    const uint32_t *follow;            /* g_follow_mask[decl] */
+    const int8_t (*rank)[N_TILES];     /* g_rank[decl] */
+    const int8_t *led_suit;            /* g_led_suit[decl] */
+    long long nodes;                   /* tiles played in the search */
+} Search;
+
+/* The current trick, incrementally: who led, how many tiles, the led suit, the best key
+ * and its seat so far, and its count points. */
+typedef struct {
+    int leader, n, led, win_key, win_seat, points;
+    uint8_t tiles[N_SEATS];
+} Trick;
+
+static inline void trick_add(const Search *s, Trick *tr, int t) {
+    int seat = (tr->leader + tr->n) & 3;
+    if (tr->n == 0) {
+        tr->led = s->led_suit[t];
+        tr->win_key = s->rank[tr->led][t];
+        tr->win_seat = seat;
+    } else {
+        int key = s->rank[tr->led][t];
+        if (key > tr->win_key) { tr->win_key = key; tr->win_seat = seat; }
+    }
+    tr->points += g_points[t];
+    tr->tiles[tr->n++] = (uint8_t)t;
+}
+
+static inline uint32_t legal_moves(const Search *s, const Trick *tr, int seat) {
+    uint32_t h = s->hand[seat];
+    if (tr->n == 0) return h;
+    uint32_t f = h & s->follow[tr->led];
+    return f ? f : h;
+}
+
+static int boundary(Search *s, int leader, int alpha, int beta);
+
+/* Move ordering, cheapest that measured well: at a lead, the TT's best lead then the
+ * highest rank key in the tile's own suit; when following and the partner is winning,
+ * count first (feed the partner), low keys first; when an opponent is winning, the
+ * cheapest winning tile first (count first), then the losers with the least count. */
+static int order_moves(const Search *s, const Trick *tr, uint32_t legal, int first,
+                       uint8_t out[7]) {
+    int score[7], n = 0;
+    int seat = (tr->leader + tr->n) & 3;
+    for (uint32_t m = legal; m; m &= m - 1) {
+        int t = __builtin_ctz(m), sc;
+        if (tr->n == 0) {
+            sc = s->rank[s->led_suit[t]][t];
+            if (t == first) sc = 1000;
+        } else {
+            int key = s->rank[tr->led][t];
+            int pts = g_points[t];
+            if (((tr->win_seat ^ seat) & 1) == 0)
+                sc = 64 * pts - key;
+            else if (key > tr->win_key)
+                sc = 2000 + 64 * pts - key;
+            else
+                sc = -64 * pts - key;
+        }
+        int i = n++;
+        while (i > 0 && score[i - 1] < sc) { score[i] = score[i - 1]; out[i] = out[i - 1]; i--; }
+        score[i] = sc;
+        out[i] = (uint8_t)t;
+    }
+    return n;
+}
+
+static int in_trick(Search *s, const Trick *tr, int alpha, int beta, int *best_tile);
+
+/* Value (team-0 frame) after the player to act in `tr` plays t: the trick's points when t
+ * completes it, plus the value to go of the next state. */
+static int play_value(Search *s, const Trick *tr, int t, int alpha, int beta) {
+    int seat = (tr->leader + tr->n) & 3;
+    Trick next = *tr;
+    int v;
+    s->nodes++;
+    s->hand[seat] &= ~(1u << t);
+    trick_add(s, &next, t);
+    if (next.n == N_SEATS) {
+        int pts = 1 + next.points;
+        int signed_pts = (next.win_seat & 1) ? -pts : pts;
+        v = signed_pts + boundary(s, next.win_seat, alpha - signed_pts, beta - signed_pts);
+    } else {
+        v = in_trick(s, &next, alpha, beta, NULL);
+    }
+    s->hand[seat] |= 1u << t;
+    return v;
+}
+
+/* Minimax value of the rest of the hand from inside (or at the start of) trick `tr`. */
+static int in_trick(Search *s, const Trick *tr, int alpha, int beta, int *best_tile) {
+    int seat = (tr->leader + tr->n) & 3;
+    int first = best_tile ? *best_tile : NO_TILE;
+    uint8_t moves[7];
+    int n = order_moves(s, tr, legal_moves(s, tr, seat), first, moves);
+    int maximize = (seat & 1) == 0;
+    int best = maximize ? -INF : INF, best_t = moves[0];
+    for (int i = 0; i < n; i++) {
+        int v = play_value(s, tr, moves[i], alpha, beta);
+        if (maximize) {
+            if (v > best) { best = v; best_t = moves[i]; }
+            if (best > alpha) alpha = best;
+        } else {
+            if (v < best) { best = v; best_t = moves[i]; }
+            if (best < beta) beta = best;
+        }
+        if (alpha >= beta) break;
+    }
+    if (best_tile) *best_tile = best_t;
+    return best;
+}
+
+/* The last trick: one tile per seat, every play forced. */
+static int last_trick(Search *s, int leader) {
+    Trick tr = {leader, 0, 0, 0, 0, 0, {0}};
+    for (int i = 0; i < N_SEATS; i++) trick_add(s, &tr, __builtin_ctz(s->hand[(leader + i) & 3]));
+    s->nodes += N_SEATS;
+    int pts = 1 + tr.points;
+    return (tr.win_seat & 1) ? -pts : pts;
+}
+
+/* Value to go at a trick boundary (every seat holds the same number of tiles). */
+static int boundary(Search *s, int leader, int alpha, int beta) {
+    uint32_t rem = s->hand[0] | s->hand[1] | s->hand[2] | s->hand[3];
+    if (!rem) return 0;
+    int tricks_left = popcount(s->hand[0]);
+    if (tricks_left == 1) return last_trick(s, leader);
+    /* |V| <= the points still to be won: a window outside that range is decided. */
+    int bound = tricks_left + count_points(rem);
+    if (bound <= alpha) return bound;
+    if (-bound >= beta) return -bound;
+
+    uint32_t key = rem << 2 | (uint32_t)leader;
+    uint32_t idx = tt_index(key);
+    TTEntry *e = &g_tt[idx];
+    int lo = -bound, hi = bound, first = NO_TILE;
+    if (e->gen == g_gen && e->key == key) {
+        lo = e->lo;
+        hi = e->hi;
+        if (lo >= beta) return lo;
+        if (hi <= alpha) return hi;
+        if (lo == hi) return lo;
+        if (lo > alpha) alpha = lo;
+        if (hi < beta) beta = hi;
+        first = g_tt_best[idx];
+    }
+    Trick tr = {leader, 0, 0, 0, 0, 0, {0}};
+    int best_t = first;
+    int v = in_trick(s, &tr, alpha, beta, &best_t);
+    /* Fail-soft: v <= alpha is an upper bound, v >= beta a lower bound, else exact. */
+    if (v <= alpha) hi = v;
+    else if (v >= beta) lo = v;
+    else lo = hi = v;
+    e->key = key;
+    e->gen = g_gen;
+    e->lo = (int8_t)lo;
+    e->hi = (int8_t)hi;
+    g_tt_best[idx] = (uint8_t)best_t;
+    return v;
+}
+
+/* ---------------------------------------------------------------- one position */
+
+typedef struct {
+    int v;                 /* value to go, team-0 frame */
+    int n_moves;
+    uint8_t moves[7];      /* legal moves, ascending tile id */
+    int8_t q[7];           /* Q of each, team-0 frame */
+    int pv_len;
+    uint8_t pv[N_TILES];
+} Solution;
+
+/* Checks a state for consistency; returns NULL or an error message. `trick` holds the
+ * n_trick tiles already played from `leader` (removed from the hands). */
+static const char *check_state(const uint32_t hands[N_SEATS], int decl, int leader,
+                               const int *trick, int n_trick) {
+    if (!g_tables_ready) return "init_tables() has not been called";
+    if (decl < 0 || decl >= N_DECLS) return "decl must be 0..9";
+    if (leader < 0 || leader >= N_SEATS) return "leader must be 0..3";
+    if (n_trick < 0 || n_trick > 3) return "trick must hold 0..3 tiles";
+    uint32_t seen = 0;
+    for (int p = 0; p < N_SEATS; p++) {
+        if (hands[p] & ~TILE_BITS) return "hand mask has bits above tile 27";
+        if (seen & hands[p]) return "a tile is in two hands";
+        seen |= hands[p];
+    }
+    for (int i = 0; i < n_trick; i++) {
+        if (trick[i] < 0 || trick[i] >= N_TILES) return "trick tile id out of 0..27";
+        if (seen >> trick[i] & 1) return "a trick tile is also in a hand (or twice in the trick)";
+        seen |= 1u << trick[i];
+    }
+    /* Seats that played to this trick hold one tile fewer than those still to play. */
+    int k = popcount(hands[(leader + n_trick) & 3]);
+    if (k < 1) return "the player to act has no tile";
+    for (int i = 0; i < N_SEATS; i++) {
+        int want = i < n_trick ? k - 1 : k;
+        if (popcount(hands[(leader + i) & 3]) != want)
+            return "hand sizes do not match the trick (seats that played hold one tile fewer)";
+    }
+    /* Each trick tile must be a legal play given what its player still holds. */
+    if (n_trick > 0) {
+        int led = g_led_suit[decl][trick[0]];
+        for (int i = 1; i < n_trick; i++) {
+            uint32_t h = hands[(leader + i) & 3];
+            int t = trick[i];
+            if ((h & g_follow_mask[decl][led]) && !(g_follow_mask[decl][led] >> t & 1))
+                return "a trick tile did not follow suit although its player holds the led suit";
+        }
+    }
+    return NULL;
+}
+
+static void search_init(Search *s, const uint32_t hands[N_SEATS], int decl) {
+    memcpy(s->hand, hands, sizeof s->hand);
+    s->follow = g_follow_mask[decl];
+    s->rank = (const int8_t(*)[N_TILES])g_rank[decl];
+    s->led_suit = g_led_suit[decl];
+    s->nodes = 0;
+}
+
+/* Exact Q of every legal move, V, and (if want_pv) a principal variation to the end. */
+static void solve_position(Search *s, int leader, const int *trick, int n_trick, int want_pv,
+                           Solution *out) {
+    Trick tr = {leader, 0, 0, 0, 0, 0, {0}};
+    for (int i = 0; i < n_trick; i++) trick_add(s, &tr, trick[i]);
+    int seat = (leader + n_trick) & 3;
+    int maximize = (seat & 1) == 0;
+    uint32_t legal = legal_moves(s, &tr, seat);
+    out->n_moves = 0;
+    out->v = maximize ? -INF : INF;
+    for (uint32_t m = legal; m; m &= m - 1) {
+        int t = __builtin_ctz(m);
+        int q = play_value(s, &tr, t, -INF, INF);
+        out->moves[out->n_moves] = (uint8_t)t;
+        out->q[out->n_moves++] = (int8_t)q;
+        if (maximize ? q > out->v : q < out->v) out->v = q;
+    }
+    out->pv_len = 0;
+    if (!want_pv) return;
+
+    /* Walk down: at each step play the lowest-id move whose value equals the value to go
+     * (a null-window test around it; the TT makes these cheap). */
+    uint32_t saved[N_SEATS];
+    memcpy(saved, s->hand, sizeof saved);
+    int target = out->v;
+    for (;;) {
+        int p = (tr.leader + tr.n) & 3;
+        if (!s->hand[p]) break;
+        uint32_t lm = legal_moves(s, &tr, p);
+        int chosen = -1;
+        for (uint32_t m = lm; m; m &= m - 1) {
+            int t = __builtin_ctz(m);
+            if (play_value(s, &tr, t, target - 1, target + 1) == target) { chosen = t; break; }
+        }
+        if (chosen < 0) break; /* cannot happen for an exact search */
+        out->pv[out->pv_len++] = (uint8_t)chosen;
+        s->hand[p] &= ~(1u << chosen);
+        trick_add(s, &tr, chosen);
+        if (tr.n == N_SEATS) {
+            int pts = 1 + tr.points;
+            target -= (tr.win_seat & 1) ? -pts : pts;
+            Trick nt = {tr.win_seat, 0, 0, 0, 0, 0, {0}};
+            tr = nt;
+        }
+    }
+    memcpy(s->hand, saved, sizeof saved);
+}
+
+/* ---------------------------------------------------------------- Python bindings */
+
+static int parse_hands(PyObject *obj, uint32_t hands[N_SEATS]) {
+    PyObject *seq = PySequence_Fast(obj, "hands must be a sequence of 4 int masks");
+    if (!seq) return -1;
+    if (PySequence_Fast_GET_SIZE(seq) != N_SEATS) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "hands must hold 4 masks");
+        return -1;
+    }
+    for (int p = 0; p < N_SEATS; p++) {
+        unsigned long long m = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(seq, p));
+        if (PyErr_Occurred()) { Py_DECREF(seq); return -1; }
+        if (m & ~(unsigned long long)TILE_BITS) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_ValueError, "hand mask of seat %d has bits above tile 27", p);
+            return -1;
+        }
+        hands[p] = (uint32_t)m;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static int parse_trick(PyObject *obj, int trick[3], int *n_trick) {
+    PyObject *seq = PySequence_Fast(obj, "trick must be a sequence of tile ids");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > 3) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "trick must hold 0..3 tiles");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        trick[i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (PyErr_Occurred()) { Py_DECREF(seq); return -1; }
+    }
+    *n_trick = (int)n;
+    Py_DECREF(seq);
+    return 0;
+}
+
+static int ensure_tt(void) {
+    if (g_tt) return 0;
+    g_tt = calloc(TT_SIZE, sizeof(TTEntry));
+    g_tt_best = malloc(TT_SIZE);
+    if (!g_tt || !g_tt_best) {
+        free(g_tt); free(g_tt_best); g_tt = NULL; g_tt_best = NULL;
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(g_tt_best, NO_TILE, TT_SIZE);
+    return 0;
+}
+
+PyDoc_STRVAR(init_tables_doc,
+"init_tables(follow_mask, rank, led_suit, points)\n\n"
+"Copy the rules tables in (bytes): follow_mask uint32 little-endian [10, 8], rank int8\n"
+"[10, 8, 28], led_suit int8 [10, 28], points int8 [28]. Invalidates the TT.");
+
+static PyObject *py_init_tables(PyObject *self, PyObject *args) {
+    Py_buffer fm, rk, ls, pt;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*", &fm, &rk, &ls, &pt)) return NULL;
+    PyObject *ret = NULL;
+    if (fm.len != (Py_ssize_t)sizeof g_follow_mask || rk.len != (Py_ssize_t)sizeof g_rank ||
+        ls.len != (Py_ssize_t)sizeof g_led_suit || pt.len != (Py_ssize_t)sizeof g_points) {
+        PyErr_SetString(PyExc_ValueError, "init_tables: a table has the wrong size");
+        goto done;
+    }
+    if (ensure_tt() < 0) goto done;
+    memcpy(g_follow_mask, fm.buf, sizeof g_follow_mask);
+    memcpy(g_rank, rk.buf, sizeof g_rank);
+    memcpy(g_led_suit, ls.buf, sizeof g_led_suit);
+    memcpy(g_points, pt.buf, sizeof g_points);
+    g_n_count_values = 0;
+    for (int t = 0; t < N_TILES; t++) {
+        if (g_points[t] == 0) continue;
+        int i = 0;
+        while (i < g_n_count_values && g_count_values[i] != g_points[t]) i++;
+        if (i == g_n_count_values) { g_count_values[i] = g_points[t]; g_count_masks[i] = 0; g_n_count_values++; }
+        g_count_masks[i] |= 1u << t;
+    }
+    g_tables_ready = 1;
+    new_generation(-1);
+    ret = Py_None;
+    Py_INCREF(ret);
+done:
+    PyBuffer_Release(&fm); PyBuffer_Release(&rk); PyBuffer_Release(&ls); PyBuffer_Release(&pt);
+    return ret;
+}
+
+PyDoc_STRVAR(solve_doc,
+"solve(hands, decl, leader, trick=(), want_pv=True) -> (v, q, pv, nodes)\n\n"
+"hands: 4 int masks of the seats' remaining tiles (trick tiles removed); trick: tile ids\n"
+"already played from `leader`. v: value to go, team-0 frame; q: tuple of (tile, Q) for\n"
+"every legal move in ascending tile order; pv: list of tiles to the end (empty unless\n"
+"want_pv); nodes: tiles played in the search. The TT is kept while calls stay on one deal.");
+
+static PyObject *py_solve(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"hands", "decl", "leader", "trick", "want_pv", NULL};
+    PyObject *hands_obj, *trick_obj = NULL;
+    int decl, leader, want_pv = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oii|Op", kwlist, &hands_obj, &decl, &leader,
+                                     &trick_obj, &want_pv))
+        return NULL;
+    uint32_t hands[N_SEATS];
+    int trick[3], n_trick = 0;
+    if (parse_hands(hands_obj, hands) < 0) return NULL;
+    if (trick_obj && parse_trick(trick_obj, trick, &n_trick) < 0) return NULL;
+    const char *err = check_state(hands, decl, leader, trick, n_trick);
+    if (err) { PyErr_SetString(PyExc_ValueError, err); return NULL; }
+
+    enter_deal(hands, decl);
+    Search s;
+    search_init(&s, hands, decl);
+    Solution sol;
+    solve_position(&s, leader, trick, n_trick, want_pv, &sol);
+
+    PyObject *q = PyTuple_New(sol.n_moves);
+    PyObject *pv = PyList_New(sol.pv_len);
+    if (!q || !pv) { Py_XDECREF(q); Py_XDECREF(pv); return NULL; }
+    for (int i = 0; i < sol.n_moves; i++)
+        PyTuple_SET_ITEM(q, i, Py_BuildValue("(ii)", sol.moves[i], sol.q[i]));
+    for (int i = 0; i < sol.pv_len; i++) PyList_SET_ITEM(pv, i, PyLong_FromLong(sol.pv[i]));
+    return Py_BuildValue("(iNNL)", sol.v, q, pv, s.nodes);
+}
+
+PyDoc_STRVAR(q_batch_doc,
+"q_batch(hands, decl, leader, trick) -> (q, nodes)\n\n"
+"Many positions in one call, in order (consecutive positions of one deal share the TT).\n"
+"hands: bytes of N*4 uint32 little-endian masks; decl, leader: bytes of N uint8; trick:\n"
+"bytes of N*3 int8 tile ids, -1 padded. Returns q: bytes of N*28 int8, Q (team-0 frame)\n"
+"of each tile the actor may legally play, -128 elsewhere; nodes: total tiles played.");
+
+static PyObject *py_q_batch(PyObject *self, PyObject *args) {
+    Py_buffer hb, db, lb, tb;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*", &hb, &db, &lb, &tb)) return NULL;
+    PyObject *ret = NULL, *qbytes = NULL;
+    Py_ssize_t n = db.len;
+    if (hb.len != n * 16 || lb.len != n || tb.len != n * 3) {
+        PyErr_SetString(PyExc_ValueError, "q_batch: hands must be N*16 bytes, leader N, trick N*3");
+        goto done;
+    }
+    qbytes = PyBytes_FromStringAndSize(NULL, n * N_TILES);
+    if (!qbytes) goto done;
+    int8_t *q = (int8_t *)PyBytes_AS_STRING(qbytes);
+    memset(q, -128, (size_t)(n * N_TILES));
+    long long nodes = 0;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        uint32_t hands[N_SEATS];
+        memcpy(hands, (const char *)hb.buf + r * 16, 16);
+        int decl = ((const uint8_t *)db.buf)[r], leader = ((const uint8_t *)lb.buf)[r];
+        int trick[3], n_trick = 0;
+        for (int i = 0; i < 3; i++) {
+            int t = ((const int8_t *)tb.buf)[r * 3 + i];
+            if (t < 0) break;
+            trick[n_trick++] = t;
+        }
+        const char *err = check_state(hands, decl, leader, trick, n_trick);
+        if (err) {
+            PyErr_Format(PyExc_ValueError, "q_batch row %zd: %s", r, err);
+            Py_CLEAR(qbytes);
+            goto done;
+        }
+        enter_deal(hands, decl);
+        Search s;
+        search_init(&s, hands, decl);
+        Solution sol;
+        solve_position(&s, leader, trick, n_trick, 0, &sol);
+        for (int i = 0; i < sol.n_moves; i++) q[r * N_TILES + sol.moves[i]] = sol.q[i];
+        nodes += s.nodes;
+    }
+    ret = Py_BuildValue("(NL)", qbytes, nodes);
+done:
+    PyBuffer_Release(&hb); PyBuffer_Release(&db); PyBuffer_Release(&lb); PyBuffer_Release(&tb);
+    return ret;
+}
+
+PyDoc_STRVAR(clear_doc, "clear()\n\nInvalidate every TT entry (start a new generation).");
+
+static PyObject *py_clear(PyObject *self, PyObject *unused) {
+    if (!g_tables_ready) { PyErr_SetString(PyExc_RuntimeError, "init_tables() has not been called"); return NULL; }
+    new_generation(-1);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(stats_doc, "stats() -> dict\n\nTT size and the number of generations so far.");
+
+static PyObject *py_stats(PyObject *self, PyObject *unused) {
+    return Py_BuildValue("{s:I,s:I,s:L}", "tt_entries", TT_SIZE, "tt_bytes",
+                         (unsigned)(TT_SIZE * (sizeof(TTEntry) + 1)), "generations", g_generations);
+}
+
+static PyMethodDef methods[] = {
+    {"init_tables", py_init_tables, METH_VARARGS, init_tables_doc},
+    {"solve", (PyCFunction)(void (*)(void))py_solve, METH_VARARGS | METH_KEYWORDS, solve_doc},
+    {"q_batch", py_q_batch, METH_VARARGS, q_batch_doc},
+    {"clear", py_clear, METH_NOARGS, clear_doc},
+    {"stats", py_stats, METH_NOARGS, stats_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_csolver",
+    "Exact alpha-beta solver for Texas 42 play (see eqfast.solver for the Python API).", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__csolver(void) { return PyModule_Create(&module); }

@@ -1,0 +1,160 @@
+"""The C solver (eqfast.solver) against the plain Python minimax in reference_minimax.py,
+plus the Bellman identities on full deals, TT reuse across calls, and q_batch."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from eqfast import solver
+from eqfast.rules.deal import deal_from_seed
+from eqfast.rules.state import GameState
+from eqfast.rules.tables import N_DECLS, N_SEATS, N_TILES, mask_of
+
+from reference_minimax import solve_tree
+
+
+def _endgame_from_deal(rng: random.Random, decl: int, leader: int, tricks_left: int,
+                       extra_plays: int) -> GameState:
+    """A seeded deal played at random down to `tricks_left` tricks (+ `extra_plays` tiles
+    into the next trick, for mid-trick states)."""
+    state = GameState.new(deal_from_seed(rng.randrange(2**32)).tolist(), decl, leader)
+    for _ in range((7 - tricks_left) * N_SEATS + extra_plays):
+        state = state.play(rng.choice(state.legal_moves()))
+    return state
+
+
+def _shortened_hands(rng: random.Random, decl: int, leader: int, k: int) -> GameState:
+    """Every seat gets k random tiles, empty trick."""
+    tiles = rng.sample(range(N_TILES), N_SEATS * k)
+    return GameState.new([tiles[i * k:(i + 1) * k] for i in range(N_SEATS)], decl, leader)
+
+
+def _assert_matches_reference(root: GameState, label: str) -> int:
+    positions = solve_tree(root)
+    for s, ref_q, ref_v in positions.values():
+        got = solver.solve_state(s, pv=False)
+        assert got.v == ref_v, f"{label}: V at {s.hands} leader={s.leader} trick={s.trick}"
+        assert got.q == ref_q, f"{label}: Q at {s.hands} leader={s.leader} trick={s.trick}"
+    return len(positions)
+
+
+# 2..4 tricks left x all 10 declarations x all 4 leaders, from played-out deals (with 0..3
+# tiles already in the current trick) and from shortened hands: 240 endgames, every one of
+# their reachable positions compared (value and every Q).
+@pytest.mark.parametrize("tricks_left", [2, 3, 4], ids=lambda k: f"tricks{k}")
+def test_every_position_of_random_endgames_matches_reference(tricks_left):
+    rng = random.Random(1000 + tricks_left)
+    n_positions = 0
+    for decl in range(N_DECLS):
+        for leader in range(N_SEATS):
+            extra = rng.randrange(4)
+            root = _endgame_from_deal(rng, decl, leader, tricks_left, extra)
+            n_positions += _assert_matches_reference(
+                root, f"deal decl={decl} leader={leader} extra={extra}")
+            root = _shortened_hands(rng, decl, leader, tricks_left)
+            n_positions += _assert_matches_reference(root, f"short decl={decl} leader={leader}")
+    assert n_positions > 80 * tricks_left  # the walk really visited the trees
+
+
+def test_actor_frame_flips_sign_for_team_1():
+    rng = random.Random(7)
+    state = _endgame_from_deal(rng, 3, 0, 3, 1)  # seat 1 to act
+    assert state.current_player == 1
+    team0 = solver.solve_state(state)
+    actor = solver.solve_state(state, actor_frame=True)
+    assert actor.v == -team0.v and actor.q == {a: -x for a, x in team0.q.items()}
+    assert actor.pv == team0.pv
+
+
+def _check_pv(state: GameState, result) -> None:
+    """The PV is legal, optimal at every step, and scores exactly V."""
+    start_score = state.score
+    for tile in result.pv:
+        here = solver.solve_state(state, pv=False)
+        assert here.q[tile] == here.v, "PV move is not optimal"
+        state = state.play(tile)
+    assert state.is_over
+    assert state.score - start_score == result.v
+
+
+@pytest.mark.parametrize("seed,decl,leader", [(1, 0, 0), (2, 5, 1), (3, 7, 2), (4, 8, 3), (5, 9, 0)])
+def test_full_deal_bellman_identities(seed, decl, leader):
+    state = GameState.new(deal_from_seed(seed).tolist(), decl, leader)
+    root = solver.solve_state(state)
+    maximize = state.current_player % 2 == 0
+    assert set(root.q) == set(state.legal_moves())
+    assert root.v == (max if maximize else min)(root.q.values())
+    assert -42 <= root.v <= 42
+    for a, qa in root.q.items():
+        nxt = state.play(a)
+        assert qa == (nxt.score - state.score) + solver.solve_state(nxt, pv=False).v
+    # one step further, where a trick completes: Q = trick points + V(next)
+    s = state
+    for a in root.pv[:4]:
+        s = s.play(a)
+    last = solver.solve_state(GameState(s.hands, s.decl, s.leader, s.trick))
+    _check_pv(s, last)
+    _check_pv(state, root)
+
+
+def test_tt_reuse_across_a_game_matches_fresh_solves():
+    """Positions of one game in order (TT kept), interleaved with other deals (TT dropped),
+    equal solves from an empty TT."""
+    rng = random.Random(11)
+    state = GameState.new(deal_from_seed(42).tolist(), 6, 1)
+    other = GameState.new(deal_from_seed(43).tolist(), 6, 1)
+    kept, fresh = [], []
+    positions = []
+    while not state.is_over:
+        positions.append(state)
+        state = state.play(rng.choice(state.legal_moves()))
+    for i, s in enumerate(positions):
+        kept.append(solver.q_values(s.hands, s.decl, s.leader, s.trick))
+        if i % 5 == 4:
+            solver.q_values(other.hands, other.decl, other.leader)  # another deal in between
+    for s in positions:
+        solver.clear()
+        fresh.append(solver.q_values(s.hands, s.decl, s.leader, s.trick))
+    assert kept == fresh
+
+
+def test_q_batch_equals_solve():
+    rng = random.Random(5)
+    states = [_endgame_from_deal(rng, d % 10, d % 4, 1 + d % 7, d % 4) for d in range(24)]
+    hands = np.array([[mask_of(h) for h in s.hands] for s in states], np.int64)
+    trick = np.array([list(s.trick) + [-1] * (3 - len(s.trick)) for s in states])
+    q = solver.q_batch(hands, [s.decl for s in states], [s.leader for s in states], trick)
+    assert q.shape == (24, N_TILES) and q.dtype == np.int8
+    for row, s in zip(q, states):
+        want = solver.q_values(s.hands, s.decl, s.leader, s.trick)
+        got = {t: int(x) for t, x in enumerate(row) if x != solver.ILLEGAL}
+        assert got == want
+
+
+@pytest.mark.parametrize("hands,decl,leader,trick,match", [
+    ([[0], [1], [2]], 0, 0, (), "4 seats"),
+    ([[0], [1], [2], [29]], 0, 0, (), "unknown tile"),
+    ([[0, 0], [1, 2], [3, 4], [5, 6]], 0, 0, (), "twice"),
+    ([[0], [0], [2], [3]], 0, 0, (), "two hands"),
+    ([[0, 1], [2], [3, 4], [5, 6]], 0, 0, (), "hand sizes"),
+    ([[0], [1], [2], [3]], 10, 0, (), "decl"),
+    ([[0], [1], [2], [3]], 0, 4, (), "leader"),
+    ([[0], [1], [2], [3]], 0, 0, (4,), "hand sizes"),
+    ([[], [1], [2], [3]], 0, 0, (2,), "also in a hand"),
+])
+def test_invalid_states_raise(hands, decl, leader, trick, match):
+    with pytest.raises(ValueError, match=match):
+        solver.solve(hands, decl, leader, trick)
+
+
+def test_last_trick_mid_trick_state():
+    # blanks trump: seat 0 led the 0-0, the highest blank; the trick (no count) is worth 1
+    res = solver.solve([[], [1], [2], [3]], 0, 0, (0,))
+    assert res.q == {1: 1} and res.v == 1 and res.pv == [1, 2, 3]
+
+
+def test_game_over_state_has_value_zero():
+    res = solver.solve([[], [], [], []], 0, 2)
+    assert res.v == 0 and res.q == {} and res.pv == []
