@@ -47,6 +47,8 @@ class BatchedGames:
         if hands.dim() != 3 or hands.shape[1] != N_SEATS or not 1 <= hands.shape[2] <= HAND_SIZE:
             raise ValueError(f"hands must be [B, 4, k<=7], got {tuple(hands.shape)}")
         B, _, k = hands.shape
+        if bool(((hands < 0) | (hands >= N_TILES)).any()):
+            raise ValueError("hands must hold tile ids 0..27 (pass shortened hands unpadded)")
         hands, _ = torch.sort(hands, dim=-1)
         if k < HAND_SIZE:
             pad = torch.full((B, N_SEATS, HAND_SIZE - k), -1, dtype=torch.int64, device=device)
