@@ -1,0 +1,282 @@
+"""Dataset schema 2.1 (spec 000 §5, §5.0): the fields of a decision record, the
+`DecisionRecords` container, the train/val/test split and the §7.1 invariant checks.
+
+One row per decision (one play of one simulated game). Per-slot fields index the actor's
+CURRENT hand in the order of its hand tokens (sorted by tile id), padded to 7; see
+docs/DATASET.md for the meaning of every field.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+SCHEMA_VERSION = "2.1"
+SCHEMA_SEMANTICS = {
+    "q_semantics": "minimax_value_to_go",
+    "q_units": "points",
+    "q_normalization": "raw",
+    "tokenizer_version": "transcript_v1",
+}
+MAX_TOKENS = 36
+N_FEATURES = 8
+Q_BOUND = 42.0
+
+SPLIT_NAMES = ("train", "val", "test")
+SPLIT_TRAIN, SPLIT_VAL, SPLIT_TEST = 0, 1, 2
+#: share of games in train / val / test (the rest of the hash range goes to test)
+SPLIT_FRACTIONS = {"train": 0.90, "val": 0.05, "test": 0.05}
+_SPLIT_SALT = 0x5EED_5B1D_0000_0042
+
+
+@dataclass(frozen=True)
+class Field:
+    dtype: torch.dtype
+    shape: tuple          # per-record shape ("N" = worlds per decision)
+    doc: str
+
+
+FIELDS: dict[str, Field] = {
+    "transcript_tokens": Field(torch.int8, (MAX_TOKENS, N_FEATURES),
+                               "spec 002 tokens: decl, current hand, plays; zero padded"),
+    "transcript_lengths": Field(torch.int64, (), "tokens before padding (1 + hand + plays)"),
+    "e_q_mean": Field(torch.float32, (7,), "E[Q] per current-hand slot, points, actor frame; "
+                                           "-inf beyond the hand size"),
+    "e_q_var": Field(torch.float32, (7,), "Var[Q] per current-hand slot; 0 beyond the hand size"),
+    "legal_mask": Field(torch.bool, (7,), "legal current-hand slots; False beyond the hand size"),
+    "action_taken": Field(torch.int64, (), "current-hand slot played"),
+    "game_idx": Field(torch.int64, (), "game index in the run"),
+    "decision_idx": Field(torch.int64, (), "plays before this decision (0..27)"),
+    "train_mask": Field(torch.bool, (), "game is in the train split"),
+    "split": Field(torch.int8, (), "0 train, 1 val, 2 test (stable hash of the game seed)"),
+    "u_mean": Field(torch.float32, (), "mean over legal slots of sqrt(e_q_var)"),
+    "u_max": Field(torch.float32, (), "max over legal slots of sqrt(e_q_var)"),
+    "ess": Field(torch.float32, (), "effective sample size 1/sum w^2 of the world weights"),
+    "max_w": Field(torch.float32, (), "largest normalized world weight"),
+    "exploration_mode": Field(torch.int8, (), "0 greedy, 1 boltzmann, 2 epsilon, 3 blunder"),
+    "q_gap": Field(torch.float32, (), "best legal E[Q] minus E[Q] of the move taken"),
+    "n_worlds": Field(torch.int64, (), "worlds behind this decision (sampled or enumerated)"),
+    "enumerated": Field(torch.bool, (), "all consistent worlds were enumerated"),
+    "actor": Field(torch.int8, (), "absolute seat of the acting player"),
+    "seed": Field(torch.int64, (), "deal seed of the game"),
+}
+#: debug fields, written only when requested (N = worlds per decision of the run)
+DEBUG_FIELDS: dict[str, Field] = {
+    "world_q": Field(torch.float32, ("N", 7), "per-world Q, current-hand order (0 beyond hand)"),
+    "world_weight": Field(torch.float32, ("N",), "normalized per-world weight (0 = padding)"),
+}
+
+
+def split_of_seed(seeds) -> torch.Tensor:
+    """Split [R] int8 of each game seed: a stable hash, so a game never changes split.
+
+    h = SplitMix64 finalizer of (seed XOR salt), computed in numpy uint64 (wrapping, logical
+    shifts); u = top 53 bits / 2^53; train if u < 0.90, val if u < 0.95, else test.
+    """
+    s = np.asarray(torch.as_tensor(seeds).cpu().numpy(), dtype=np.int64).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        z = (s ^ np.uint64(_SPLIT_SALT)) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    u = (z >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    train, val = SPLIT_FRACTIONS["train"], SPLIT_FRACTIONS["train"] + SPLIT_FRACTIONS["val"]
+    split = np.where(u < train, SPLIT_TRAIN, np.where(u < val, SPLIT_VAL, SPLIT_TEST))
+    return torch.as_tensor(split.astype(np.int8))
+
+
+class DecisionRecords:
+    """A batch of decision records: one tensor per schema field, all with R rows.
+
+    Build with `eqfast.engine.records.records_from_step`, combine with `cat`, index fields
+    with `records["e_q_mean"]`. Tensors are validated against `FIELDS` on construction.
+    """
+
+    def __init__(self, tensors: dict[str, torch.Tensor]):
+        missing = [f for f in FIELDS if f not in tensors]
+        if missing:
+            raise ValueError(f"DecisionRecords: missing fields {missing}")
+        unknown = [f for f in tensors if f not in FIELDS and f not in DEBUG_FIELDS]
+        if unknown:
+            raise ValueError(f"DecisionRecords: unknown fields {unknown}")
+        n = tensors["game_idx"].shape[0]
+        for name, t in tensors.items():
+            spec = FIELDS.get(name) or DEBUG_FIELDS[name]
+            if t.dtype != spec.dtype:
+                raise ValueError(f"DecisionRecords: field {name} has dtype {t.dtype}, "
+                                 f"schema says {spec.dtype}")
+            fixed = tuple(d for d in spec.shape if d != "N")
+            tail = tuple(t.shape[1:])
+            ok = (t.dim() == 1 + len(spec.shape) and t.shape[0] == n
+                  and tuple(d for d, s in zip(tail, spec.shape) if s != "N") == fixed)
+            if not ok:
+                raise ValueError(f"DecisionRecords: field {name} has shape {tuple(t.shape)}, "
+                                 f"schema says [{n}, {', '.join(map(str, spec.shape))}]")
+        self.tensors = dict(tensors)
+
+    def __len__(self) -> int:
+        return self.tensors["game_idx"].shape[0]
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.tensors[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tensors
+
+    @property
+    def has_debug(self) -> bool:
+        return all(f in self.tensors for f in DEBUG_FIELDS)
+
+    def select(self, index) -> "DecisionRecords":
+        """Rows `index` (bool mask, index tensor or slice)."""
+        return DecisionRecords({k: v[index] for k, v in self.tensors.items()})
+
+    def to(self, device) -> "DecisionRecords":
+        return DecisionRecords({k: v.to(device) for k, v in self.tensors.items()})
+
+    def sort_by_game(self) -> "DecisionRecords":
+        """Rows ordered by (game_idx, decision_idx): each game's decisions together, in order."""
+        key = self["game_idx"] * 64 + self["decision_idx"]
+        return self.select(torch.argsort(key, stable=True))
+
+    @staticmethod
+    def cat(parts) -> "DecisionRecords":
+        parts = list(parts)
+        if not parts:
+            raise ValueError("DecisionRecords.cat: nothing to concatenate")
+        names = set(parts[0].tensors)
+        for p in parts[1:]:
+            if set(p.tensors) != names:
+                raise ValueError("DecisionRecords.cat: parts have different fields "
+                                 f"({sorted(names ^ set(p.tensors))})")
+        return DecisionRecords({k: torch.cat([p.tensors[k].cpu() for p in parts])
+                                for k in parts[0].tensors})
+
+    @staticmethod
+    def empty(n_worlds: int | None = None) -> "DecisionRecords":
+        """Zero rows (with the debug fields when n_worlds is given)."""
+        def make(spec):
+            shape = [0] + [n_worlds if d == "N" else d for d in spec.shape]
+            return torch.zeros(shape, dtype=spec.dtype)
+        tensors = {k: make(s) for k, s in FIELDS.items()}
+        if n_worlds is not None:
+            tensors.update({k: make(s) for k, s in DEBUG_FIELDS.items()})
+        return DecisionRecords(tensors)
+
+
+def _rows(mask: torch.Tensor) -> str:
+    idx = torch.nonzero(mask.reshape(mask.shape[0], -1).any(1))[:, 0]
+    head = ", ".join(str(int(i)) for i in idx[:5])
+    return f"{len(idx)} row(s) (first: {head})"
+
+
+def check_invariants(records: DecisionRecords, atol: float = 1e-4) -> list[str]:
+    """Spec 000 §7.1 checks plus the layout rules of schema 2.1; a list of problems (empty =
+    clean), each naming the field and the offending rows."""
+    from ..rules.tables import torch_tables
+
+    r = {k: v.cpu() for k, v in records.tensors.items()}
+    problems: list[str] = []
+
+    def fail(mask, what):
+        if bool(mask.any()):
+            problems.append(f"{what}: {_rows(mask)}")
+
+    R = len(records)
+    if R == 0:
+        return problems
+    tokens = r["transcript_tokens"].long()
+    lengths = r["transcript_lengths"]
+    ttype = tokens[..., 7]
+    pos = torch.arange(MAX_TOKENS)[None, :]
+    live = pos < lengths[:, None]
+    n_hand = ((ttype == 1) & live).sum(1)
+    n_play = ((ttype == 2) & live).sum(1)
+    slot = torch.arange(7)[None, :]
+    in_hand = slot < n_hand[:, None]
+    legal, mean, var = r["legal_mask"], r["e_q_mean"], r["e_q_var"]
+
+    # transcript layout
+    fail((lengths < 2) | (lengths > MAX_TOKENS), "transcript_lengths out of [2, 36]")
+    fail(lengths != 1 + n_hand + n_play, "transcript_lengths != 1 + hand tokens + play tokens")
+    fail(n_play != r["decision_idx"], "decision_idx != number of play tokens")
+    fail((r["decision_idx"] < 0) | (r["decision_idx"] > 27), "decision_idx out of [0, 27]")
+    fail((tokens != 0).any(-1) & ~live, "transcript_tokens not zero beyond transcript_lengths")
+    fail(ttype[:, 0] != 0, "transcript_tokens: position 0 is not the declaration token")
+    fail((n_hand < 1) | (n_hand > 7), "hand size (hand tokens) out of [1, 7]")
+
+    # per-slot targets
+    fail(legal & ~in_hand, "legal_mask True beyond the hand size")
+    fail(~legal.any(1), "legal_mask has no legal move")
+    legal_mean = torch.where(legal, mean, torch.zeros_like(mean))
+    fail(legal & ~torch.isfinite(mean), "e_q_mean NaN/Inf at a legal slot")
+    fail(in_hand & ~torch.isfinite(mean), "e_q_mean NaN/Inf at an in-hand slot")
+    fail(legal_mean.abs() > Q_BOUND + atol, f"|e_q_mean| > {Q_BOUND} at a legal slot")
+    fail(~in_hand & (mean != float("-inf")), "e_q_mean padding is not -inf")
+    fail(~in_hand & (var != 0), "e_q_var padding is not 0")
+    fail(in_hand & ~(var >= 0), "e_q_var negative or NaN")
+    fail(in_hand & (var > Q_BOUND ** 2 + atol), f"e_q_var > {Q_BOUND}^2")
+
+    # legality from the rules: follow the led suit of the current trick when possible
+    T = torch_tables("cpu")
+    hi, lo = tokens[..., 0], tokens[..., 1]
+    tile = hi * (hi + 1) // 2 + lo
+    decl = tokens[:, 0, 6]
+    hand_tile = torch.gather(tile, 1, (1 + slot).expand(R, 7))
+    trick_len = r["decision_idx"] % 4
+    lead_pos = 1 + n_hand + r["decision_idx"] - trick_len
+    lead = torch.gather(tile, 1, lead_pos.clamp(max=MAX_TOKENS - 1)[:, None])[:, 0]
+    led = T["LED_SUIT"][decl.clamp(0, 9), lead]
+    follows = T["FOLLOWS"][decl.clamp(0, 9)[:, None], led[:, None], hand_tile] & in_hand
+    follows &= (trick_len > 0)[:, None]
+    rules_legal = torch.where(follows.any(1, keepdim=True), follows, in_hand)
+    fail(legal != rules_legal, "legal_mask disagrees with the rules (follow suit)")
+
+    # action and exploration
+    act = r["action_taken"]
+    fail((act < 0) | (act >= n_hand), "action_taken out of the current hand")
+    fail(~legal.gather(1, act.clamp(0, 6)[:, None])[:, 0], "action_taken is not legal")
+    mode = r["exploration_mode"]
+    fail((mode < 0) | (mode > 3), "exploration_mode out of [0, 3]")
+    best = torch.where(legal, mean, torch.full_like(mean, float("-inf"))).max(1).values
+    taken = mean.gather(1, act.clamp(0, 6)[:, None])[:, 0]
+    fail(~(r["q_gap"] >= -atol), "q_gap negative or NaN")
+    fail((r["q_gap"] - (best - taken)).abs() > atol * (1 + best.abs()),
+         "q_gap != best legal e_q_mean - e_q_mean of action_taken")
+    fail((mode == 0) & (r["q_gap"].abs() > atol), "greedy decision with q_gap != 0")
+
+    # uncertainty and posterior health
+    sd = torch.sqrt(var.clamp(min=0))
+    u_max_rules = torch.where(legal, sd, torch.zeros_like(sd)).max(1).values
+    fail(~torch.isfinite(r["u_mean"]) | ~torch.isfinite(r["u_max"]), "u_mean/u_max NaN/Inf")
+    fail(r["u_mean"] > r["u_max"] + atol, "u_mean > u_max")
+    fail(r["u_mean"] < -atol, "u_mean negative")
+    fail((r["u_max"] - u_max_rules).abs() > atol * (1 + u_max_rules),
+         "u_max != max over legal slots of sqrt(e_q_var)")
+    n = r["n_worlds"].float()
+    ess, max_w = r["ess"], r["max_w"]
+    fail(r["n_worlds"] < 1, "n_worlds < 1")
+    fail(~((ess >= 1 - atol) & (ess <= n * (1 + atol))), "ess outside [1, n_worlds] or NaN")
+    fail(~((max_w <= 1 + atol) & (max_w >= 1 / n - atol)), "max_w outside [1/n_worlds, 1] or NaN")
+
+    # split and identity
+    split = r["split"]
+    fail((split < 0) | (split > 2), "split out of [0, 2]")
+    fail(r["train_mask"] != (split == SPLIT_TRAIN), "train_mask != (split == train)")
+    fail(split != split_of_seed(r["seed"]), "split != split_of_seed(seed)")
+    fail((r["actor"] < 0) | (r["actor"] > 3), "actor out of [0, 3]")
+    # one game = one seed = one split
+    g = r["game_idx"]
+    order = torch.argsort(g, stable=True)
+    gs, ss = g[order], r["seed"][order]
+    same_game = gs[1:] == gs[:-1]
+    fail(torch.cat([torch.zeros(1, dtype=torch.bool), same_game & (ss[1:] != ss[:-1])]),
+         "rows of one game_idx with different seeds (rows in game order)")
+
+    if records.has_debug:
+        w = r["world_weight"]
+        fail(~((w >= 0).all(1)), "world_weight negative or NaN")
+        fail((w.sum(1) - 1).abs() > 1e-3, "world_weight does not sum to 1")
+        fail((w > 0).sum(1) > r["n_worlds"], "more nonzero world weights than n_worlds")
+    return problems

@@ -1,0 +1,186 @@
+"""Shards on disk: safetensors (tensors) + a JSON sidecar (metadata), written atomically.
+
+Layout under an output directory, one shard per (split, seed range), seeds inclusive:
+
+    train/shard_000000-000099.safetensors   the record tensors (schema 2.1 fields)
+    train/shard_000000-000099.json          sidecar: metadata + {"shard": size, sha256, ...}
+    val/...   test/...                      same names (the split is a hash of the seed)
+    train/shard_000000-000099.pt            only with format "pt": the spec's torch dict
+                                            (every field tensor + "metadata")
+
+The tensor file is written first and the sidecar last, each by temp file + os.replace, so a
+sidecar on disk means its tensor file is complete; the sidecar records the tensor file's
+size and SHA-256, so a truncated or modified file is caught on read. Reading never
+unpickles: safetensors, JSON, and `.pt` through torch.load(weights_only=True).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+
+from ..utils.atomic import atomic_path, atomic_write_bytes, atomic_write_text
+from .schema import DEBUG_FIELDS, FIELDS, SCHEMA_VERSION, SPLIT_NAMES, DecisionRecords
+
+SHARD_FORMAT = "eqfast-decisions"
+FORMATS = ("safetensors", "pt")
+
+
+class ShardError(Exception):
+    """A shard that cannot be read: missing, truncated, corrupted or off-schema (names the file)."""
+
+
+def shard_name(seed_lo: int, seed_hi: int) -> str:
+    """'shard_000000-000099' for the inclusive seed range [seed_lo, seed_hi]."""
+    if not 0 <= seed_lo <= seed_hi:
+        raise ValueError(f"bad seed range [{seed_lo}, {seed_hi}]")
+    return f"shard_{seed_lo:06d}-{seed_hi:06d}"
+
+
+def shard_path(root, split: str, seed_lo: int, seed_hi: int, ext: str = "safetensors") -> Path:
+    if split not in SPLIT_NAMES:
+        raise ValueError(f"split must be one of {SPLIT_NAMES}, got {split!r}")
+    return Path(root) / split / f"{shard_name(seed_lo, seed_hi)}.{ext}"
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_suffix(".json")
+
+
+def write_shard(records: DecisionRecords, metadata: dict, path, formats=("safetensors",),
+                shard_info: dict | None = None) -> list[Path]:
+    """Write `records` at `path` (any suffix; .safetensors/.json/.pt are derived from it).
+
+    Returns the paths written. `shard_info` (e.g. split, seed range) goes to the sidecar's
+    "shard" entry together with the record count and the tensor file's size and SHA-256.
+    """
+    from safetensors.torch import save
+
+    path = Path(path)
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise ValueError(f"formats must be a non-empty subset of {FORMATS}, got {formats}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in records.tensors.items()}
+    meta_json = json.dumps(metadata, allow_nan=False, sort_keys=True)
+    written = []
+    if "safetensors" in formats:
+        blob = save(tensors, metadata={"format": SHARD_FORMAT, "version": SCHEMA_VERSION,
+                                       "metadata": meta_json})
+        st_path = path.with_suffix(".safetensors")
+        atomic_write_bytes(st_path, blob)
+        sidecar = {"metadata": metadata,
+                   "shard": {**(shard_info or {}), "format": SHARD_FORMAT,
+                             "n_records": len(records), "tensor_file": st_path.name,
+                             "bytes": len(blob), "sha256": hashlib.sha256(blob).hexdigest(),
+                             "fields": sorted(tensors)}}
+        atomic_write_text(_sidecar(path), json.dumps(sidecar, allow_nan=False, indent=1,
+                                                     sort_keys=True))
+        written += [st_path, _sidecar(path)]
+    if "pt" in formats:
+        pt_path = path.with_suffix(".pt")
+        with atomic_path(pt_path) as tmp:
+            torch.save({**tensors, "metadata": metadata}, tmp)
+        written.append(pt_path)
+    return written
+
+
+def write_split_shards(records: DecisionRecords, metadata: dict, root, seed_lo: int,
+                       seed_hi: int, formats=("safetensors",), write_empty: bool = True
+                       ) -> dict[str, list[Path]]:
+    """Split records of the games with seeds in [seed_lo, seed_hi] into train/val/test
+    shards under root. With write_empty, a split without games still gets an (empty)
+    shard, so "all three sidecars exist" means the seed range is done."""
+    seeds = records["seed"]
+    if len(records) and bool(((seeds < seed_lo) | (seeds > seed_hi)).any()):
+        raise ValueError(f"write_split_shards: records hold seeds outside [{seed_lo}, {seed_hi}]")
+    out = {}
+    for i, name in enumerate(SPLIT_NAMES):
+        part = records.select(records["split"] == i)
+        if len(part) == 0 and not write_empty:
+            continue
+        out[name] = write_shard(part, metadata, shard_path(root, name, seed_lo, seed_hi),
+                                formats, {"split": name, "seed_lo": seed_lo, "seed_hi": seed_hi})
+    return out
+
+
+def _check_records(tensors: dict, where: Path) -> DecisionRecords:
+    missing = [f for f in FIELDS if f not in tensors]
+    if missing:
+        raise ShardError(f"{where}: missing fields {missing}")
+    tensors = {k: v for k, v in tensors.items() if k in FIELDS or k in DEBUG_FIELDS}
+    try:
+        return DecisionRecords(tensors)
+    except ValueError as e:
+        raise ShardError(f"{where}: {e}") from None
+
+
+def read_shard(path) -> tuple[DecisionRecords, dict]:
+    """(records, metadata) of a shard; `path` may name the .safetensors, .json or .pt file.
+
+    Raises ShardError naming the file for a missing, truncated or corrupted shard.
+    """
+    path = Path(path)
+    if path.suffix == ".pt":
+        return _read_pt(path)
+    st_path, side_path = path.with_suffix(".safetensors"), _sidecar(path)
+    for p in (side_path, st_path):
+        if not p.is_file():
+            raise ShardError(f"{p}: shard file missing")
+    try:
+        sidecar = json.loads(side_path.read_text(encoding="utf-8"))
+        info, metadata = sidecar["shard"], sidecar["metadata"]
+        expected_bytes, expected_sha = int(info["bytes"]), info["sha256"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise ShardError(f"{side_path}: corrupted sidecar ({type(e).__name__}: {e})") from None
+    blob = st_path.read_bytes()
+    if len(blob) != expected_bytes:
+        raise ShardError(f"{st_path}: truncated or overwritten: {len(blob)} bytes, the sidecar "
+                         f"{side_path.name} says {expected_bytes}")
+    if hashlib.sha256(blob).hexdigest() != expected_sha:
+        raise ShardError(f"{st_path}: corrupted: SHA-256 differs from the sidecar {side_path.name}")
+    from safetensors.torch import load
+    try:
+        tensors = load(blob)
+    except Exception as e:  # safetensors raises its own error types
+        raise ShardError(f"{st_path}: not a readable safetensors file ({e})") from None
+    records = _check_records(tensors, st_path)
+    if len(records) != int(info.get("n_records", len(records))):
+        raise ShardError(f"{st_path}: {len(records)} records, the sidecar says {info['n_records']}")
+    return records, metadata
+
+
+def _read_pt(path: Path) -> tuple[DecisionRecords, dict]:
+    if not path.is_file():
+        raise ShardError(f"{path}: shard file missing")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise ShardError(f"{path}: not a readable .pt shard ({type(e).__name__}: {e})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        raise ShardError(f"{path}: not an eqfast .pt shard (expected a dict with 'metadata')")
+    metadata = obj.pop("metadata")
+    return _check_records(obj, path), metadata
+
+
+def read_dataset(root, split: str = "train") -> tuple[DecisionRecords, list[dict]]:
+    """All safetensors shards of one split under root, concatenated in file-name order."""
+    files = sorted((Path(root) / split).glob("shard_*.safetensors"))
+    if not files:
+        raise ShardError(f"{Path(root) / split}: no shards")
+    parts, metas = zip(*(read_shard(f) for f in files))
+    return DecisionRecords.cat(parts), list(metas)
+
+
+def completed_seed_ranges(root) -> list[tuple[int, int]]:
+    """Seed ranges [lo, hi] whose train, val and test sidecars all exist (resume support)."""
+    ranges = None
+    for split in SPLIT_NAMES:
+        found = set()
+        for f in (Path(root) / split).glob("shard_*-*.json"):
+            lo, hi = f.stem[len("shard_"):].split("-")
+            found.add((int(lo), int(hi)))
+        ranges = found if ranges is None else ranges & found
+    return sorted(ranges or ())

@@ -1,0 +1,168 @@
+"""Decision records (dataset schema 2.1) from the engine's per-step outputs, and metadata.
+
+The engine works in the actor's 7 initial-hand slots (the oracle's slot space); the
+dataset indexes the actor's CURRENT hand in hand-token order (spec 000 §5). This module
+does that remapping once, with `current_hand_order`:
+
+    record[..., i] = engine[..., slot_of_position[i]]   for i < hand size
+    record[..., i] = padding (-inf mean, 0 var, False legal) beyond it
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+
+import torch
+
+from ..data.schema import (FIELDS, DEBUG_FIELDS, SCHEMA_SEMANTICS, SCHEMA_VERSION,
+                           SPLIT_FRACTIONS, SPLIT_TRAIN, DecisionRecords, split_of_seed)
+from .moments import Moments
+from .policy import MODE_NAMES, Selection
+from .transcript import current_hand_order, transcript_tokens
+
+
+def _to_current_order(x: torch.Tensor, slot_of_pos: torch.Tensor, pad) -> torch.Tensor:
+    """x [G, ..., 7] in initial-slot order -> current-hand order, `pad` beyond the hand."""
+    idx = slot_of_pos.clamp(min=0)
+    view = idx.view(idx.shape[0], *([1] * (x.dim() - 2)), 7).expand_as(x)
+    out = torch.gather(x, -1, view)
+    keep = (slot_of_pos >= 0).view(view.shape[0], *([1] * (x.dim() - 2)), 7)
+    return torch.where(keep, out, torch.full_like(out, pad))
+
+
+def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: Selection, *,
+                      n_worlds: torch.Tensor, enumerated: torch.Tensor, game_idx: torch.Tensor,
+                      seeds: torch.Tensor, rows: torch.Tensor | None = None,
+                      world_q: torch.Tensor | None = None, logw: torch.Tensor | None = None
+                      ) -> DecisionRecords:
+    """Records of one decision step of G games (returned on the CPU).
+
+    games: `BatchedGames` at the decision (before the move is played). In initial-slot
+    space: moments (from `weighted_moments`), legal [G,7], selection.slot [G]. Per game:
+    n_worlds, enumerated, game_idx, seeds [G]. rows: optional bool mask [G] of the games to
+    record (e.g. the unfinished ones). world_q [G,N,7] and logw [G,N] (both or neither):
+    store the per-world debug fields.
+    """
+    G = games.batch_size
+    slot_of_pos = current_hand_order(games)
+    tokens, lengths = transcript_tokens(games)
+    legal = legal.bool()
+    e_q_mean = _to_current_order(moments.mean.float(), slot_of_pos, float("-inf"))
+    e_q_var = _to_current_order(moments.var.float(), slot_of_pos, 0.0)
+    legal_cur = _to_current_order(legal, slot_of_pos, False)
+    chosen = slot_of_pos == selection.slot[:, None]
+    wanted = rows.bool() if rows is not None else torch.ones(G, dtype=torch.bool,
+                                                             device=games.device)
+    if bool((wanted & ~chosen.any(1)).any()):
+        g = int(torch.nonzero(wanted & ~chosen.any(1))[0])
+        raise ValueError(f"records_from_step: game {g}: selected slot {int(selection.slot[g])} "
+                         "is not in the actor's current hand")
+    seeds = torch.as_tensor(seeds, dtype=torch.int64)
+    split = split_of_seed(seeds).to(games.device)
+    as64 = lambda x: torch.as_tensor(x, dtype=torch.int64, device=games.device).expand(G)
+    tensors = {
+        "transcript_tokens": tokens,
+        "transcript_lengths": lengths.long(),
+        "e_q_mean": e_q_mean,
+        "e_q_var": e_q_var,
+        "legal_mask": legal_cur,
+        "action_taken": chosen.long().argmax(1),
+        "game_idx": as64(game_idx),
+        "decision_idx": games.n_plays.long(),
+        "train_mask": split == SPLIT_TRAIN,
+        "split": split,
+        "u_mean": moments.u_mean.float(),
+        "u_max": moments.u_max.float(),
+        "ess": moments.ess.float(),
+        "max_w": moments.max_w.float(),
+        "exploration_mode": selection.mode.to(torch.int8),
+        "q_gap": selection.q_gap.float(),
+        "n_worlds": as64(n_worlds),
+        "enumerated": torch.as_tensor(enumerated, dtype=torch.bool, device=games.device).expand(G),
+        "actor": games.current_player.to(torch.int8),
+        "seed": seeds.to(games.device).expand(G),
+    }
+    if (world_q is None) != (logw is None):
+        raise ValueError("records_from_step: give both world_q and logw, or neither")
+    if world_q is not None:
+        tensors["world_q"] = _to_current_order(world_q.float(), slot_of_pos, 0.0)
+        tensors["world_weight"] = torch.softmax(logw.float(), dim=1)
+    tensors = {k: v.contiguous().cpu() for k, v in tensors.items()}
+    records = DecisionRecords(tensors)
+    return records.select(rows.cpu()) if rows is not None else records
+
+
+def _quantiles(x: torch.Tensor, qs=(0.05, 0.5, 0.95)) -> dict:
+    if x.numel() == 0:
+        return {f"p{int(q * 100)}": None for q in qs} | {"min": None, "max": None}
+    x = x.double()
+    out = {f"p{int(q * 100)}": float(torch.quantile(x, q)) for q in qs}
+    return out | {"min": float(x.min()), "max": float(x.max())}
+
+
+def summary_stats(records: DecisionRecords) -> dict:
+    """JSON-ready summary of a batch of records (Q range, ESS, exploration rates, ...)."""
+    R = len(records)
+    legal = records["legal_mask"]
+    q_legal = records["e_q_mean"][legal]
+    mode = records["exploration_mode"].long()
+    n_legal = legal.sum(1)
+    stats = {
+        "n_records": R,
+        "n_games": int(torch.unique(records["game_idx"]).numel()),
+        "q_legal": _quantiles(q_legal),
+        "ess": _quantiles(records["ess"]),
+        "max_w": _quantiles(records["max_w"]),
+        "u_mean": _quantiles(records["u_mean"]),
+        "q_gap": _quantiles(records["q_gap"]),
+        "n_worlds": _quantiles(records["n_worlds"].float()),
+        "exploration_rates": {name: (float((mode == i).float().mean()) if R else None)
+                              for i, name in enumerate(MODE_NAMES)},
+        "enumerated_fraction": float(records["enumerated"].float().mean()) if R else None,
+        "forced_fraction": float((n_legal == 1).float().mean()) if R else None,
+    }
+    return stats
+
+
+def build_metadata(*, posterior=None, exploration=None, oracle: dict | None = None,
+                   n_samples: int | None = None, records: DecisionRecords | None = None,
+                   extra: dict | None = None) -> dict:
+    """Schema 2.1 metadata: version, semantics, generation knobs, oracle identity, summary.
+
+    posterior: a `PosteriorConfig` or None (uniform weights); exploration: an
+    `ExplorationConfig`; oracle: identity of the oracle (e.g. {"name", "path", "sha256"});
+    extra: anything else the generator wants to record (seed range, device, backend...).
+    """
+    import eqfast
+    from ..rules.deal import DEAL_VERSION
+
+    meta = {
+        "version": SCHEMA_VERSION,
+        "schema": dict(SCHEMA_SEMANTICS),
+        "posterior": ({"enabled": True, **asdict(posterior)} if posterior is not None
+                      else {"enabled": False}),
+        "exploration": asdict(exploration) if exploration is not None else None,
+        "exploration_modes": list(MODE_NAMES),
+        "oracle": dict(oracle or {}),
+        "n_samples": n_samples,
+        "split_fractions": dict(SPLIT_FRACTIONS),
+        "fields": {name: {"dtype": str(f.dtype).replace("torch.", ""), "shape": list(f.shape)}
+                   for name, f in {**FIELDS, **DEBUG_FIELDS}.items()},
+        "generator": {"eqfast_version": eqfast.__version__, "deal_version": DEAL_VERSION},
+    }
+    if records is not None:
+        meta["summary"] = summary_stats(records)
+    if extra:
+        meta.update(extra)
+    return jsonable(meta)
+
+
+def jsonable(x):
+    """x with NaN/inf floats replaced by None and tuples by lists (strict JSON)."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
