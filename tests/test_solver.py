@@ -158,3 +158,86 @@ def test_last_trick_mid_trick_state():
 def test_game_over_state_has_value_zero():
     res = solver.solve([[], [], [], []], 0, 2)
     assert res.v == 0 and res.q == {} and res.pv == []
+
+
+# ---------------------------------------------------------------- eqfast-solve CLI
+
+def _run_cli(capsys, argv):
+    from eqfast.cli.solve import main
+
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_json_shape_and_values(capsys):
+    import json
+
+    code, out, _ = _run_cli(capsys, ["--seed", "7", "--decl", "5", "--leader", "1", "--json"])
+    assert code == 0
+    obj = json.loads(out)  # exactly one JSON object, nothing else on stdout
+    assert set(obj) == {"decl", "leader", "hands", "v", "q", "pv"}
+    assert obj["decl"] == 5 and obj["leader"] == 1
+    assert obj["hands"] == deal_from_seed(7).tolist()
+    assert sorted(int(t) for t in obj["q"]) == sorted(obj["hands"][1])  # leading: all legal
+    assert obj["v"] == min(obj["q"].values())  # seat 1 (team 1) minimizes
+    assert len(obj["pv"]) == 28 and sorted(obj["pv"]) == list(range(N_TILES))
+    ref = solver.solve(obj["hands"], 5, 1)
+    assert obj["v"] == ref.v and obj["pv"] == ref.pv
+
+
+def test_cli_explicit_short_hands_text(capsys):
+    code, out, _ = _run_cli(capsys, ["--hands", "27,0;26,1;25,2;24,3", "--decl", "9"])
+    assert code == 0
+    assert "6-6" in out and "principal variation" in out and "trick 2" in out
+
+
+def test_cli_bench_last_line(capsys):
+    import re
+
+    code, out, _ = _run_cli(capsys, ["--bench", "3", "--decl", "4"])
+    assert code == 0
+    assert re.fullmatch(r"deals=3 median_ms=[\d.]+ p90_ms=[\d.]+ nodes_per_s=\d+",
+                        out.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--hands", "1,2;3,4;5,6", "--decl", "0"], "4 ';'-separated seats"),
+    (["--hands", "1,2;3,4;5,6;7,7", "--decl", "0"], "duplicate"),
+    (["--hands", "1,2;3,4;5,6;7,28", "--decl", "0"], "unknown tile"),
+    (["--hands", "1,2;3,4;5,6;7,x", "--decl", "0"], "not a tile id"),
+    (["--hands", "1,2;3,4;5,6;7", "--decl", "0"], "equal numbers"),
+    (["--hands", "1,2,3,4,5,6,7,8;9;10;11", "--decl", "0"], "equal numbers"),
+    (["--seed", "1", "--decl", "10"], "--decl must be 0..9"),
+    (["--seed", "1", "--decl", "3", "--leader", "4"], "--leader must be 0..3"),
+    (["--seed", "1"], "--decl is required"),
+    ([], "give --seed"),
+], ids=["seats", "duplicate", "unknown", "not-int", "unequal", "too-many", "decl", "leader",
+        "no-decl", "no-deal"])
+def test_cli_invalid_input_exits_2(capsys, argv, needle):
+    from eqfast.cli.solve import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err
+
+
+def test_cli_subprocess_exit_codes():
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "eqfast.cli.solve"]
+    ok = subprocess.run(cmd + ["--seed", "3", "--decl", "7", "--json"], capture_output=True,
+                        text=True, env=env, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["decl"] == 7
+    bad = subprocess.run(cmd + ["--hands", "1;2;3;3", "--decl", "0"], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and "duplicate" in bad.stderr and bad.stdout == ""
