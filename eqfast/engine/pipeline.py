@@ -1,0 +1,259 @@
+"""The E[Q] engine: G games in lockstep, one decision step at a time.
+
+One step for the G games in flight (every game has 28 decisions, so they stay aligned):
+
+    public   hidden_info + completion_counts        what the actor knows (voids, sizes)
+    sample   backend.sample_worlds                  N exactly-uniform worlds per game
+    worlds   build_oracle_batch                     worlds as oracle positions
+    oracle   oracle.query on UNIQUE worlds only     Q [G, N, 7] actor frame
+    posterior (optional) prefix_oracle_batch + oracle + posterior_log_weights
+    reduce   backend.weighted_moments               E[Q], Var[Q], ESS, u_mean/u_max
+    select   select_actions                         exploration policy
+    record   records_from_step                      schema 2.1 rows (CPU)
+
+Never the same oracle row twice: within one game a world is identified by its rank
+(`sampling.world_ranks`), and the current position and every window position of a world
+are functions of (game, rank). Duplicate draws (sampling is with replacement) and the
+repeated rows of an enumeration therefore share one oracle row. Late in a hand, where
+the number of consistent worlds is below N, this cuts oracle rows by up to ~N/total.
+
+Randomness: world draws use key mix_seed(seed, game_seed, decision, STREAM_WORLDS) with
+the world index as the counter; policy draws use STREAM_POLICY. A record is therefore a
+pure function of (seed, game seed, config, oracle): the batch a game ran in, the backend
+and the device do not matter (integer stages are bit-identical across backends; float
+stages agree to the tolerance stated in the tests).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from ..oracle.protocol import Oracle, OracleBatch
+from ..rules.batched import BatchedGames
+from ..rules.deal import mix_seed
+from ..utils.profiling import stage
+from .games import setup_games
+from .moments import Moments
+from .policy import ExplorationConfig, select_actions
+from .posterior import PosteriorConfig, posterior_log_weights
+from .public import hidden_info
+from .records import records_from_step
+from .sampling import completion_counts, world_ranks
+from .worlds import build_oracle_batch, prefix_oracle_batch, world_tile_masks
+from ..data.schema import DecisionRecords
+
+STREAM_WORLDS = 1
+STREAM_POLICY = 2
+N_DECISIONS = 28
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    n_samples: int = 100                      # N worlds per decision
+    posterior: PosteriorConfig | None = None  # None = uniform weights
+    exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
+    seed: int = 0                             # run seed (mixed with each game seed)
+    sem: float | None = None                  # adaptive: target standard error (points)
+    max_samples: int = 1000                   # adaptive: most worlds per decision
+    store_worlds: bool = False                # keep per-world Q and weights (debug)
+    decl_mode: str = "hand"                   # see engine.games
+    oracle_chunk: int = 16384                 # most oracle rows per forward call
+
+    def __post_init__(self):
+        if self.n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {self.n_samples}")
+        if self.sem is not None and (self.sem <= 0 or self.max_samples < self.n_samples):
+            raise ValueError(f"adaptive sampling needs sem > 0 and max_samples >= n_samples, "
+                             f"got sem={self.sem}, max_samples={self.max_samples}")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The device stages by name; reference and Triton versions share signatures."""
+    name: str
+    sample_worlds: Callable
+    weighted_moments: Callable
+
+
+def make_backend(name: str = "reference", device="cpu") -> Backend:
+    """'reference' (pure PyTorch), 'triton' (eqfast.kernels) or 'auto' (triton on CUDA)."""
+    device = torch.device(device)
+    if name == "auto":
+        name = "triton" if device.type == "cuda" else "reference"
+    if name == "reference":
+        from .moments import weighted_moments
+        from .sampling import sample_worlds
+    elif name == "triton":
+        from ..kernels import sample_worlds, weighted_moments
+    else:
+        raise ValueError(f"unknown backend {name!r} (choose reference, triton or auto)")
+    return Backend(name, sample_worlds, weighted_moments)
+
+
+def _chunked_query(oracle: Oracle, batch: OracleBatch, chunk: int):
+    if len(batch) <= chunk:
+        return oracle.query(batch)
+    parts = [oracle.query(batch.select(slice(i, i + chunk))) for i in range(0, len(batch), chunk)]
+    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
+
+def _unique_worlds(ranks: torch.Tensor):
+    """(representative flat row [U], inverse [G*N]) of the distinct (game, rank) pairs."""
+    G, N = ranks.shape
+    key = torch.arange(G, device=ranks.device)[:, None] * (1 << 32) + ranks
+    uniq, inverse = torch.unique(key.reshape(-1), return_inverse=True)
+    rep = torch.empty(len(uniq), dtype=torch.int64, device=ranks.device)
+    rep.scatter_(0, inverse, torch.arange(G * N, device=ranks.device))
+    return rep, inverse
+
+
+class Engine:
+    """Plays games with an oracle and records every decision (reference or Triton stages)."""
+
+    def __init__(self, oracle: Oracle, cfg: EngineConfig = EngineConfig(),
+                 backend: str | Backend = "reference", device="cpu"):
+        self.oracle = oracle
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.backend = backend if isinstance(backend, Backend) else make_backend(backend, self.device)
+        self.oracle_rows = 0      # oracle rows evaluated (after de-duplication)
+        self.world_rows = 0       # world rows drawn (before de-duplication)
+
+    # ------------------------------------------------------------------ games
+    def new_games(self, game_seeds) -> BatchedGames:
+        hands, decl, leader = setup_games(game_seeds, self.cfg.decl_mode)
+        return BatchedGames.new(hands, decl, leader, device=self.device)
+
+    def play(self, game_seeds, game_idx=None) -> DecisionRecords:
+        """All 28 decisions of each game seed, as records ordered by (game, decision)."""
+        seeds = [int(s) for s in game_seeds]
+        game_idx = torch.as_tensor(game_idx if game_idx is not None else seeds, dtype=torch.int64)
+        games = self.new_games(seeds)
+        steps = []
+        for d in range(N_DECISIONS):
+            records, slot = self.decide(games, seeds, d, game_idx)
+            steps.append(records)
+            with stage("advance"):
+                games = games.play(slot)
+        return DecisionRecords.cat(steps).sort_by_game()
+
+    # ------------------------------------------------------------------ one decision
+    def _keys(self, seeds, decision: int, stream: int) -> torch.Tensor:
+        return torch.tensor([mix_seed(self.cfg.seed, s, decision, stream) for s in seeds],
+                            dtype=torch.int64, device=self.device)
+
+    def decide(self, games: BatchedGames, seeds, decision: int, game_idx):
+        """Records of one decision of every game, and the slot each actor plays."""
+        cfg = self.cfg
+        G = games.batch_size
+        with stage("public"):
+            info = hidden_info(games)
+            counts = completion_counts(info)
+            legal = games.legal_mask()
+        keys = self._keys(seeds, decision, STREAM_WORLDS)
+
+        n = cfg.n_samples
+        cache: dict = {}
+        while True:
+            sample, q, logw, ranks = self._evaluate(games, info, counts, keys, n, legal, cache)
+            with stage("reduce"):
+                mom = self.backend.weighted_moments(q, legal, logw)
+            if cfg.sem is None or n >= cfg.max_samples:
+                break
+            sem = (mom.var / mom.ess[:, None].clamp(min=1)).sqrt()
+            need = ((sem > cfg.sem) & legal).any(1) & ~sample.enumerated
+            if not bool(need.any()):
+                break
+            n = min(2 * n, cfg.max_samples)
+
+        with stage("select"):
+            sel = select_actions(mom.mean, legal, cfg.exploration,
+                                 self._keys(seeds, decision, STREAM_POLICY))
+        with stage("record"):
+            records = records_from_step(
+                games, mom, legal, sel, n_worlds=sample.n_worlds, enumerated=sample.enumerated,
+                game_idx=game_idx, seeds=torch.tensor(seeds, dtype=torch.int64),
+                world_q=q if cfg.store_worlds else None,
+                logw=logw if cfg.store_worlds else None)
+        return records, sel.slot
+
+    def _evaluate(self, games, info, counts, keys, n, legal, cache):
+        """Sample n worlds per game, query the oracle on the distinct ones, weight them."""
+        cfg = self.cfg
+        G = games.batch_size
+        with stage("sample"):
+            sample = self.backend.sample_worlds(info, counts, keys, n)
+            ranks = world_ranks(sample.total, keys, n)
+        with stage("worlds"):
+            batch = build_oracle_batch(games, info, sample)
+            rep, inverse = _unique_worlds(ranks)
+        with stage("oracle"):
+            q_u, legal_u = self._query_cached(batch, rep, ranks, cache)
+        self.world_rows += G * n
+        # integrity: the actor's legal slots do not depend on the hidden hands
+        g_of_u = torch.div(rep, n, rounding_mode="floor")
+        if not torch.equal(legal_u, legal[g_of_u]):
+            bad = int(g_of_u[(legal_u != legal[g_of_u]).any(1)][0])
+            raise RuntimeError(f"game {bad}: oracle legal mask differs from the rules' legal "
+                               "mask (world reconstruction bug)")
+        q = q_u[inverse].view(G, n, 7)
+
+        if cfg.posterior is None:
+            logw = torch.where(sample.valid, 0.0, float("-inf"))
+        else:
+            logw = self._posterior(games, info, sample, ranks, rep, inverse)
+        return sample, q, logw, ranks
+
+    def _query_cached(self, batch: OracleBatch, rep, ranks, cache):
+        """Query rows `rep` of `batch`, reusing rows of earlier rounds (adaptive sampling)."""
+        n = ranks.shape[1]
+        key = (torch.div(rep, n, rounding_mode="floor") * (1 << 32) + ranks.reshape(-1)[rep])
+        old = cache.get("current")
+        if old is None:
+            todo = torch.ones(len(rep), dtype=torch.bool, device=rep.device)
+        else:
+            todo = ~torch.isin(key, old[0])
+        sub = batch.select(rep[todo])
+        q_new, l_new = _chunked_query(self.oracle, sub, cfg_chunk(self.cfg))
+        self.oracle_rows += len(sub)
+        q = torch.empty(len(rep), 7, dtype=q_new.dtype, device=q_new.device)
+        lg = torch.empty(len(rep), 7, dtype=torch.bool, device=q_new.device)
+        q[todo], lg[todo] = q_new, l_new
+        if old is not None and bool((~todo).any()):
+            pos = torch.searchsorted(old[0], key[~todo])
+            q[~todo], lg[~todo] = old[1][pos], old[2][pos]
+        order = torch.argsort(key)
+        cache["current"] = (key[order], q[order], lg[order])
+        return q, lg
+
+    def _posterior(self, games, info, sample, ranks, rep, inverse):
+        cfg = self.cfg
+        G, n = ranks.shape
+        K = cfg.posterior.window_k
+        with stage("worlds"):
+            initial, _ = world_tile_masks(games, info, sample)
+            prefix = prefix_oracle_batch(games, initial, K)
+        # rows of the distinct worlds only, and only at valid window steps
+        g_of_u = torch.div(rep, n, rounding_mode="floor")
+        step_ok = prefix.valid[g_of_u]                                     # [U, K]
+        rows = (rep[:, None] * K + torch.arange(K, device=rep.device))[step_ok]
+        with stage("posterior"):
+            q_u = torch.zeros(len(rep), K, 7, device=self.device)
+            l_u = torch.zeros(len(rep), K, 7, dtype=torch.bool, device=self.device)
+            if len(rows):
+                # a (world, step) row is keyed by its flat row id within this decision
+                qk, lk = _chunked_query(self.oracle, prefix.batch.select(rows), cfg_chunk(cfg))
+                self.oracle_rows += len(rows)
+                q_u[step_ok], l_u[step_ok] = qk.to(q_u.dtype), lk
+            q_past = q_u[inverse].view(G, n, K, 7)
+            legal_past = l_u[inverse].view(G, n, K, 7)
+            logw, diag = posterior_log_weights(q_past, legal_past, prefix.observed_slot,
+                                               prefix.valid, cfg.posterior,
+                                               world_valid=sample.valid)
+        return logw
+
+
+def cfg_chunk(cfg: EngineConfig) -> int:
+    return max(1, int(cfg.oracle_chunk))
