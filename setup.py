@@ -28,5 +28,11 @@ setup(
     },
     entry_points={"console_scripts": [
         "eqfast-solve=eqfast.cli.solve:main",
+        "eqfast-train-oracle=eqfast.cli.train_oracle:main",
+        "eqfast-eval-oracle=eqfast.cli.eval_oracle:main",
+        "eqfast-export-oracle=eqfast.cli.export_oracle:main",
+        "eqfast-generate=eqfast.cli.generate:main",
+        "eqfast-view=eqfast.cli.view:main",
+        "eqfast-validate=eqfast.cli.validate:main",
     ]},
 )

@@ -1,0 +1,206 @@
+"""eqfast-generate: simulate games and write posterior-weighted E[Q] decision records.
+
+Games are identified by their seed (deal, declarer and declaration follow from it; see
+eqfast.engine.games). The run covers seeds [--seed-start, --seed-start + --games) in
+batches of --games-per-batch; each batch is written as one shard per split
+(train/val/test, a stable hash of the game seed) named by its seed range. A batch whose
+three sidecars exist is complete and skipped, so re-running the same command resumes.
+
+Ctrl+C finishes the batch in flight and writes it (a second Ctrl+C drops it); shards are
+written atomically, so an interrupted run never loses or corrupts a saved shard.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from ..data.shards import completed_seed_ranges, write_split_shards
+from ..engine.pipeline import Engine, EngineConfig
+from ..engine.policy import ExplorationConfig
+from ..engine.posterior import PosteriorConfig
+from ..engine.records import build_metadata
+from ..utils.profiling import stage_table
+from ..utils.progress import Progress
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="eqfast-generate",
+        description="Generate Stage 2 training records: at every decision of simulated Texas 42 "
+                    "games, sample N hidden-hand worlds consistent with what the actor knows, "
+                    "query a perfect-information oracle in each, and record E[Q], Var[Q] and "
+                    "diagnostics per legal move (dataset schema 2.1, docs/DATASET.md).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    g = p.add_argument_group("run")
+    g.add_argument("--out", required=True, type=Path, help="output directory (train/ val/ test/)")
+    g.add_argument("--games", type=int, default=64,
+                   help="games to generate: seeds [seed-start, seed-start + games)")
+    g.add_argument("--target-games", type=int, default=None,
+                   help="continuous mode: total games to reach (0 = run until Ctrl+C); "
+                        "overrides --games; missing seed ranges are filled first")
+    g.add_argument("--seed-start", type=int, default=0, help="first game seed")
+    g.add_argument("--games-per-batch", type=int, default=32,
+                   help="games played in lockstep and written as one shard per split")
+    g.add_argument("--seed", type=int, default=0, help="run seed for world and policy draws")
+    g.add_argument("--format", choices=["safetensors", "pt"], default="safetensors",
+                   help="'pt' also writes the spec's .pt dict beside each shard (the safetensors "
+                        "file and its JSON sidecar are always written: resume and checks use them)")
+    g.add_argument("--store-worlds", action="store_true",
+                   help="keep per-world Q and weights in the records (for eqfast-view's debug view)")
+    g.add_argument("--decl", default="hand",
+                   help="declaration per game: 'hand' (declarer's heuristic), 'uniform', or 0..9")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.add_argument("--profile", action="store_true", help="print a per-stage time table at the end")
+
+    o = p.add_argument_group("oracle and device")
+    o.add_argument("--oracle", default="default",
+                   help="'default' (the network shipped in eqfast/models), 'exact' (the solver; "
+                        "slow), or a path to oracle weights (.safetensors)")
+    o.add_argument("--device", default="cpu", help="cpu or cuda")
+    o.add_argument("--backend", choices=["reference", "triton", "auto"], default="auto",
+                   help="device stages: pure PyTorch, Triton kernels, or auto (triton on CUDA)")
+    o.add_argument("--eager", action="store_true", help="network oracle without TorchScript")
+
+    s = p.add_argument_group("sampling")
+    s.add_argument("--n-samples", type=int, default=100, help="worlds per decision (N)")
+    s.add_argument("--sem", type=float, default=None,
+                   help="adaptive: keep doubling N until every legal move's standard error is "
+                        "below this many points (or --max-samples)")
+    s.add_argument("--max-samples", type=int, default=800, help="adaptive: most worlds per decision")
+
+    q = p.add_argument_group("posterior weighting (spec 000 section 4.5)")
+    q.add_argument("--posterior", action="store_true", help="weight worlds by transcript likelihood")
+    q.add_argument("--tau", type=float, default=10.0, help="behaviour-model temperature")
+    q.add_argument("--beta", type=float, default=0.10, help="uniform mixing of the behaviour model")
+    q.add_argument("--window", type=int, default=8, help="K: plays scored")
+    q.add_argument("--delta", type=float, default=30.0, help="log-weight clip")
+
+    e = p.add_argument_group("exploration (spec 000 section 4.7)")
+    e.add_argument("--temperature", type=float, default=0.0, help="Boltzmann temperature (0 = greedy)")
+    e.add_argument("--epsilon", type=float, default=0.0, help="random legal move probability")
+    e.add_argument("--blunder-rate", type=float, default=0.0, help="bounded-regret blunder probability")
+    e.add_argument("--blunder-max-regret", type=float, default=3.0, help="largest blunder regret (points)")
+    return p
+
+
+def load_oracle(spec: str, device, eager: bool = False):
+    """(oracle, identity dict) for --oracle."""
+    if spec == "exact":
+        from ..oracle.exact import ExactOracle
+        return ExactOracle(), {"name": "exact"}
+    from ..oracle.weights import load_default_oracle, load_oracle as load_path
+    if spec == "default":
+        oracle = load_default_oracle(device=device, script=not eager)
+    else:
+        if not Path(spec).is_file():
+            raise SystemExit(f"eqfast-generate: --oracle {spec}: no such file")
+        oracle = load_path(spec, device=device, script=not eager)
+    return oracle, {"name": spec, **getattr(oracle, "identity", {})}
+
+
+class _Interrupt:
+    """First SIGINT: finish the batch in flight. Second: drop it (KeyboardInterrupt)."""
+
+    def __init__(self):
+        self.requested = False
+
+    def __call__(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\neqfast-generate: interrupt: finishing the batch in flight "
+              "(Ctrl+C again to drop it)", file=sys.stderr, flush=True)
+
+
+def pending_ranges(seed_start: int, n_games: int | None, per_batch: int, done):
+    """Seed ranges [lo, hi] still to generate, in order (n_games None = forever)."""
+    done = set(done)
+    k = 0
+    while n_games is None or k * per_batch < n_games:
+        lo = seed_start + k * per_batch
+        hi = lo + per_batch - 1 if n_games is None else min(lo + per_batch, seed_start + n_games) - 1
+        if (lo, hi) not in done:
+            yield lo, hi
+        k += 1
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    for name in ("games", "games_per_batch", "n_samples"):
+        if getattr(args, name) < 1:
+            print(f"eqfast-generate: --{name.replace('_', '-')} must be >= 1", file=sys.stderr)
+            return 2
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("eqfast-generate: --device cuda but no CUDA device is available", file=sys.stderr)
+        return 2
+    try:
+        cfg = EngineConfig(
+            n_samples=args.n_samples, seed=args.seed, sem=args.sem, max_samples=args.max_samples,
+            store_worlds=args.store_worlds, decl_mode=args.decl,
+            posterior=(PosteriorConfig(tau=args.tau, beta=args.beta, window_k=args.window,
+                                       delta=args.delta) if args.posterior else None),
+            exploration=ExplorationConfig(temperature=args.temperature, epsilon=args.epsilon,
+                                          blunder_rate=args.blunder_rate,
+                                          blunder_max_regret=args.blunder_max_regret))
+    except ValueError as e:
+        print(f"eqfast-generate: {e}", file=sys.stderr)
+        return 2
+    oracle, identity = load_oracle(args.oracle, args.device, args.eager)
+    engine = Engine(oracle, cfg, backend=args.backend, device=args.device)
+
+    n_games = None if args.target_games == 0 else (args.target_games or args.games)
+    done = completed_seed_ranges(args.out)
+    todo = list(pending_ranges(args.seed_start, n_games, args.games_per_batch, done)) \
+        if n_games is not None else None
+    total_games = sum(hi - lo + 1 for lo, hi in todo) if todo is not None else None
+    formats = ("safetensors", "pt") if args.format == "pt" else ("safetensors",)
+    ranges = iter(todo) if todo is not None else pending_ranges(args.seed_start, None,
+                                                                 args.games_per_batch, done)
+    interrupt = _Interrupt()
+    old_handler = signal.signal(signal.SIGINT, interrupt)
+    written_games = 0
+    t0 = time.perf_counter()
+    try:
+        with Progress(total=total_games, desc="eqfast-generate", unit="games",
+                      disable=args.quiet) as bar:
+            for lo, hi in ranges:
+                seeds = list(range(lo, hi + 1))
+                worlds_before = engine.world_rows
+                records = engine.play(seeds)
+                meta = build_metadata(
+                    posterior=cfg.posterior, exploration=cfg.exploration, oracle=identity,
+                    n_samples=cfg.n_samples, records=records,
+                    extra={"seed_range": [lo, hi], "run_seed": cfg.seed, "backend": engine.backend.name,
+                           "device": str(engine.device), "decl_mode": cfg.decl_mode,
+                           "adaptive": {"sem": cfg.sem, "max_samples": cfg.max_samples}})
+                write_split_shards(records, meta, args.out, lo, hi, formats)
+                written_games += len(seeds)
+                elapsed = time.perf_counter() - t0
+                bar.update(len(seeds), **{"games/s": f"{written_games / elapsed:.2f}",
+                                          "worlds/s": f"{(engine.world_rows) / elapsed:.0f}"})
+                if interrupt.requested:
+                    break
+    except KeyboardInterrupt:
+        print("eqfast-generate: batch in flight dropped; saved shards are intact", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGINT, old_handler)
+    elapsed = time.perf_counter() - t0
+    summary = {"games": written_games, "seconds": round(elapsed, 2),
+               "games_per_s": round(written_games / elapsed, 3) if elapsed else None,
+               "oracle_rows": engine.oracle_rows, "world_rows": engine.world_rows,
+               "out": str(args.out)}
+    print(json.dumps(summary))
+    if args.profile:
+        print(stage_table(), file=sys.stderr)
+    return 130 if interrupt.requested else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
