@@ -7,8 +7,11 @@ test module imports eqfast.kernels.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
+import pathlib
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -25,6 +28,22 @@ from eqfast.rules.batched import BatchedGames  # noqa: E402
 from eqfast.rules.deal import deal_from_seed  # noqa: E402
 
 
+class _KernelsFinder:
+    """`kernels/` installs as `eqfast.kernels`; in a plain checkout (no pip install) this
+    finder maps the name to the folder, lazily, so imports work the same way."""
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "kernels"
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "eqfast.kernels" or not (self.root / "__init__.py").exists():
+            return None
+        return importlib.util.spec_from_file_location(
+            name, self.root / "__init__.py", submodule_search_locations=[str(self.root)])
+
+
+sys.meta_path.append(_KernelsFinder())  # after the normal finders: an install wins
+
+
 @pytest.fixture(autouse=True)
 def seeded():
     """Every test starts from the same global RNG state (tests should still pass seeds)."""
@@ -34,9 +53,12 @@ def seeded():
     yield
 
 
-def poison(t: torch.Tensor) -> torch.Tensor:
+def poison(t: torch.Tensor, value=None) -> torch.Tensor:
     """Fill a tensor in place with a value no correct output contains (NaN for floats,
-    -1 for integers, True for bools) so an element a kernel never writes shows up."""
+    -1 for integers, True for bools, or `value` where -1 is a legal output) so an
+    element a kernel never writes shows up."""
+    if value is not None:
+        return t.fill_(value)
     if t.dtype.is_floating_point:
         return t.fill_(float("nan"))
     if t.dtype == torch.bool:
@@ -45,13 +67,15 @@ def poison(t: torch.Tensor) -> torch.Tensor:
 
 
 def random_games(n_games: int, seed: int, plays=(0, 27), hand_size: int = 7,
-                 device="cpu") -> BatchedGames:
-    """Games dealt from seeds seed..seed+n_games-1 (random decl and leader), each played
-    with uniformly random legal moves for a random number of plays in [plays[0], plays[1]].
-    hand_size < 7 deals the first hand_size tiles of each seat (a shortened endgame)."""
+                 decl=None, device="cpu") -> BatchedGames:
+    """Games dealt from seeds seed..seed+n_games-1 (random leader; random decl unless
+    given, e.g. `torch.arange(G) % 10`), each played with uniformly random legal moves
+    for a random number of plays in [plays[0], plays[1]]. hand_size < 7 deals the first
+    hand_size tiles of each seat (a shortened endgame)."""
     gen = torch.Generator().manual_seed(seed)
     hands = np.stack([deal_from_seed(seed + g)[:, :hand_size] for g in range(n_games)])
-    decl = torch.randint(0, 10, (n_games,), generator=gen)
+    random_decl = torch.randint(0, 10, (n_games,), generator=gen)
+    decl = random_decl if decl is None else torch.as_tensor(decl).expand(n_games)
     leader = torch.randint(0, 4, (n_games,), generator=gen)
     games = BatchedGames.new(hands, decl, leader, device=device)
     lo, hi = plays

@@ -1,0 +1,9 @@
+"""eqfast.kernels: the Triton version of each device stage of the E[Q] engine.
+
+Each kernel module has the same call signature as its pure-PyTorch reference in
+`eqfast.engine`, so the pipeline picks a backend by name. This folder is installed as
+`eqfast.kernels` (setup.py `package_dir`).
+"""
+from .sampling import sample_worlds
+
+__all__ = ["sample_worlds"]
