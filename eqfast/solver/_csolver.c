@@ -45,6 +45,16 @@ static int g_count_values[N_TILES];
 static int g_n_count_values = 0;
 static int g_tables_ready = 0;
 
+/* Equivalent tiles, derived from the four tables above (no rule of their own). Two tiles
+ * a, b of one hand are interchangeable when they follow the same suits, lead the same suit,
+ * carry the same count, and compare the same way (<, =, >) with every tile x still in play
+ * outside that hand under every led suit. g_same_kind[d][a] has b set when the static part
+ * holds; g_between[d][a][b] holds the tiles x whose comparison with a and b differs under
+ * some suit. At a node, b is skipped after a when no tile of g_between is still live.
+ * In practice this finds runs of trumps (and of doubles under decl 8). */
+static uint32_t g_same_kind[N_DECLS][N_TILES];
+static uint32_t g_between[N_DECLS][N_TILES][N_TILES];
+
 static inline int popcount(uint32_t x) { return __builtin_popcount(x); }
 
 /* Count points held in `tiles`: one popcount per distinct nonzero point value (2 today). */
@@ -111,6 +121,8 @@ typedef struct {
     const uint32_t *follow;            /* g_follow_mask[decl] */
     const int8_t (*rank)[N_TILES];     /* g_rank[decl] */
     const int8_t *led_suit;            /* g_led_suit[decl] */
+    const uint32_t *same_kind;         /* g_same_kind[decl] */
+    const uint32_t (*between)[N_TILES];/* g_between[decl] */
     long long nodes;                   /* tiles played in the search */
 } Search;
 
@@ -177,6 +189,20 @@ static int order_moves(const Search *s, const Trick *tr, uint32_t legal, int fir
 
 static int in_trick(Search *s, const Trick *tr, int alpha, int beta, int *best_tile);
 
+/* A tile of `done` (same hand, already searched) that t is interchangeable with, or -1. */
+static inline int equivalent_tile(const Search *s, const Trick *tr, int seat, int t,
+                                  uint32_t done) {
+    uint32_t cand = s->same_kind[t] & done;
+    if (!cand) return -1;
+    uint32_t live = (s->hand[0] | s->hand[1] | s->hand[2] | s->hand[3]) & ~s->hand[seat];
+    for (int i = 0; i < tr->n; i++) live |= 1u << tr->tiles[i];
+    for (; cand; cand &= cand - 1) {
+        int b = __builtin_ctz(cand);
+        if (!(s->between[t][b] & live)) return b;
+    }
+    return -1;
+}
+
 /* Value (team-0 frame) after the player to act in `tr` plays t: the trick's points when t
  * completes it, plus the value to go of the next state. */
 static int play_value(Search *s, const Trick *tr, int t, int alpha, int beta) {
@@ -204,8 +230,11 @@ static int in_trick(Search *s, const Trick *tr, int alpha, int beta, int *best_t
     uint8_t moves[7];
     int n = order_moves(s, tr, legal_moves(s, tr, seat), first, moves);
     int maximize = (seat & 1) == 0;
-    int best = maximize ? -INF : INF, best_t = moves[0];
+    int best = maximize ? -INF : INF, best_t = NO_TILE;
+    uint32_t searched = 0;
     for (int i = 0; i < n; i++) {
+        if (equivalent_tile(s, tr, seat, moves[i], searched) >= 0) continue;
+        searched |= 1u << moves[i];
         int v = play_value(s, tr, moves[i], alpha, beta);
         if (maximize) {
             if (v > best) { best = v; best_t = moves[i]; }
@@ -325,7 +354,27 @@ static void search_init(Search *s, const uint32_t hands[N_SEATS], int decl) {
     s->follow = g_follow_mask[decl];
     s->rank = (const int8_t(*)[N_TILES])g_rank[decl];
     s->led_suit = g_led_suit[decl];
+    s->same_kind = g_same_kind[decl];
+    s->between = (const uint32_t(*)[N_TILES])g_between[decl];
     s->nodes = 0;
+}
+
+/* Exact value of playing t, by MTD(f): null-window searches from `guess` until the lower
+ * and upper bounds meet (the TT carries the work from one probe to the next). */
+static int exact_value(Search *s, const Trick *tr, int t, int guess) {
+    int lo = -INF, hi = INF, g = guess;
+    while (lo < hi) {
+        int beta = g == lo ? g + 1 : g;
+        g = play_value(s, tr, t, beta - 1, beta);
+        if (g < beta) hi = g; else lo = g;
+    }
+    return g;
+}
+
+static int find_move(const Solution *sol, int t) {
+    int i = 0;
+    while (sol->moves[i] != t) i++;
+    return i;
 }
 
 /* Exact Q of every legal move, V, and (if want_pv) a principal variation to the end. */
@@ -338,9 +387,14 @@ static void solve_position(Search *s, int leader, const int *trick, int n_trick,
     uint32_t legal = legal_moves(s, &tr, seat);
     out->n_moves = 0;
     out->v = maximize ? -INF : INF;
+    int guess = 0;
+    uint32_t searched = 0;
     for (uint32_t m = legal; m; m &= m - 1) {
         int t = __builtin_ctz(m);
-        int q = play_value(s, &tr, t, -INF, INF);
+        int twin = equivalent_tile(s, &tr, seat, t, searched);
+        int q = twin >= 0 ? out->q[find_move(out, twin)] : exact_value(s, &tr, t, guess);
+        searched |= 1u << t;
+        guess = q;
         out->moves[out->n_moves] = (uint8_t)t;
         out->q[out->n_moves++] = (int8_t)q;
         if (maximize ? q > out->v : q < out->v) out->v = q;
@@ -431,6 +485,31 @@ static int ensure_tt(void) {
     return 0;
 }
 
+static inline int sign(int x) { return (x > 0) - (x < 0); }
+
+static void build_equivalence_tables(void) {
+    for (int d = 0; d < N_DECLS; d++)
+        for (int a = 0; a < N_TILES; a++) {
+            g_same_kind[d][a] = 0;
+            for (int b = 0; b < N_TILES; b++) {
+                int same = a != b && g_led_suit[d][a] == g_led_suit[d][b] &&
+                           g_points[a] == g_points[b];
+                for (int st = 0; st < N_SUITS && same; st++)
+                    same = (g_follow_mask[d][st] >> a & 1) == (g_follow_mask[d][st] >> b & 1);
+                if (same) g_same_kind[d][a] |= 1u << b;
+                uint32_t between = 0;
+                for (int x = 0; x < N_TILES; x++) {
+                    if (x == a || x == b) continue;
+                    for (int st = 0; st < N_SUITS; st++) {
+                        const int8_t *r = g_rank[d][st];
+                        if (sign(r[a] - r[x]) != sign(r[b] - r[x])) { between |= 1u << x; break; }
+                    }
+                }
+                g_between[d][a][b] = between;
+            }
+        }
+}
+
 PyDoc_STRVAR(init_tables_doc,
 "init_tables(follow_mask, rank, led_suit, points)\n\n"
 "Copy the rules tables in (bytes): follow_mask uint32 little-endian [10, 8], rank int8\n"
@@ -458,6 +537,7 @@ static PyObject *py_init_tables(PyObject *self, PyObject *args) {
         if (i == g_n_count_values) { g_count_values[i] = g_points[t]; g_count_masks[i] = 0; g_n_count_values++; }
         g_count_masks[i] |= 1u << t;
     }
+    build_equivalence_tables();
     g_tables_ready = 1;
     new_generation(-1);
     ret = Py_None;
