@@ -145,27 +145,44 @@ class Engine:
                             dtype=torch.int64, device=self.device)
 
     def decide(self, games: BatchedGames, seeds, decision: int, game_idx):
-        """Records of one decision of every game, and the slot each actor plays."""
+        """Records of one decision of every game, and the slot each actor plays.
+
+        Adaptive sampling (cfg.sem): games whose standard error sqrt(var/ESS) of some legal
+        move is above cfg.sem are re-run with twice the worlds (up to cfg.max_samples);
+        the first n worlds of a game are the same at every size (counter-based draws) and
+        their oracle rows are reused, so a round costs only the new worlds.
+        """
         cfg = self.cfg
         G = games.batch_size
         with stage("public"):
-            info = hidden_info(games)
-            counts = completion_counts(info)
             legal = games.legal_mask()
         keys = self._keys(seeds, decision, STREAM_WORLDS)
+        if cfg.store_worlds and cfg.sem is not None:
+            raise ValueError("store_worlds and adaptive sampling (sem) cannot be combined")
 
+        sub = torch.arange(G, device=self.device)
         n = cfg.n_samples
         cache: dict = {}
+        mom = n_worlds = enumerated = world_q = world_logw = None
         while True:
-            sample, q, logw, ranks = self._evaluate(games, info, counts, keys, n, legal, cache)
+            part = games if len(sub) == G else games.select(sub)
+            sample, q, logw = self._evaluate(part, sub, keys[sub], n, legal[sub], cache)
             with stage("reduce"):
-                mom = self.backend.weighted_moments(q, legal, logw)
+                m = self.backend.weighted_moments(q, legal[sub], logw)
+            if mom is None:
+                mom, n_worlds, enumerated = m, sample.n_worlds, sample.enumerated
+                world_q, world_logw = q, logw
+            else:
+                mom = Moments(*[_scatter_rows(full, sub, new) for full, new in zip(mom, m)])
+                n_worlds = _scatter_rows(n_worlds, sub, sample.n_worlds)
+                enumerated = _scatter_rows(enumerated, sub, sample.enumerated)
             if cfg.sem is None or n >= cfg.max_samples:
                 break
-            sem = (mom.var / mom.ess[:, None].clamp(min=1)).sqrt()
-            need = ((sem > cfg.sem) & legal).any(1) & ~sample.enumerated
+            sem = (m.var / m.ess[:, None].clamp(min=1)).sqrt()
+            need = ((sem > cfg.sem) & legal[sub]).any(1) & ~sample.enumerated
             if not bool(need.any()):
                 break
+            sub = sub[need]
             n = min(2 * n, cfg.max_samples)
 
         with stage("select"):
@@ -173,16 +190,21 @@ class Engine:
                                  self._keys(seeds, decision, STREAM_POLICY))
         with stage("record"):
             records = records_from_step(
-                games, mom, legal, sel, n_worlds=sample.n_worlds, enumerated=sample.enumerated,
+                games, mom, legal, sel, n_worlds=n_worlds, enumerated=enumerated,
                 game_idx=game_idx, seeds=torch.tensor(seeds, dtype=torch.int64),
-                world_q=q if cfg.store_worlds else None,
-                logw=logw if cfg.store_worlds else None)
+                world_q=world_q if cfg.store_worlds else None,
+                logw=world_logw if cfg.store_worlds else None)
         return records, sel.slot
 
-    def _evaluate(self, games, info, counts, keys, n, legal, cache):
-        """Sample n worlds per game, query the oracle on the distinct ones, weight them."""
+    def _evaluate(self, games, gid, keys, n, legal, cache):
+        """Sample n worlds per game, query the oracle on the distinct ones, weight them.
+
+        gid: the games' indices in the full batch (keys of the oracle-row cache)."""
         cfg = self.cfg
         G = games.batch_size
+        with stage("public"):
+            info = hidden_info(games)
+            counts = completion_counts(info)
         with stage("sample"):
             sample = self.backend.sample_worlds(info, counts, keys, n)
             ranks = world_ranks(sample.total, keys, n)
@@ -190,26 +212,26 @@ class Engine:
             batch = build_oracle_batch(games, info, sample)
             rep, inverse = _unique_worlds(ranks)
         with stage("oracle"):
-            q_u, legal_u = self._query_cached(batch, rep, ranks, cache)
+            q_u, legal_u = self._query_cached(batch, rep, ranks, gid, cache)
         self.world_rows += G * n
         # integrity: the actor's legal slots do not depend on the hidden hands
         g_of_u = torch.div(rep, n, rounding_mode="floor")
         if not torch.equal(legal_u, legal[g_of_u]):
             bad = int(g_of_u[(legal_u != legal[g_of_u]).any(1)][0])
-            raise RuntimeError(f"game {bad}: oracle legal mask differs from the rules' legal "
-                               "mask (world reconstruction bug)")
+            raise RuntimeError(f"game {int(gid[bad])}: oracle legal mask differs from the "
+                               "rules' legal mask (world reconstruction bug)")
         q = q_u[inverse].view(G, n, 7)
 
         if cfg.posterior is None:
             logw = torch.where(sample.valid, 0.0, float("-inf"))
         else:
             logw = self._posterior(games, info, sample, ranks, rep, inverse)
-        return sample, q, logw, ranks
+        return sample, q, logw
 
-    def _query_cached(self, batch: OracleBatch, rep, ranks, cache):
+    def _query_cached(self, batch: OracleBatch, rep, ranks, gid, cache):
         """Query rows `rep` of `batch`, reusing rows of earlier rounds (adaptive sampling)."""
         n = ranks.shape[1]
-        key = (torch.div(rep, n, rounding_mode="floor") * (1 << 32) + ranks.reshape(-1)[rep])
+        key = gid[torch.div(rep, n, rounding_mode="floor")] * (1 << 32) + ranks.reshape(-1)[rep]
         old = cache.get("current")
         if old is None:
             todo = torch.ones(len(rep), dtype=torch.bool, device=rep.device)
@@ -224,8 +246,13 @@ class Engine:
         if old is not None and bool((~todo).any()):
             pos = torch.searchsorted(old[0], key[~todo])
             q[~todo], lg[~todo] = old[1][pos], old[2][pos]
+        if old is not None:  # keep the rows of games that left the adaptive loop too
+            key, q_all, lg_all = torch.cat([old[0], key[todo]]), torch.cat([old[1], q[todo]]), \
+                torch.cat([old[2], lg[todo]])
+        else:
+            q_all, lg_all = q, lg
         order = torch.argsort(key)
-        cache["current"] = (key[order], q[order], lg[order])
+        cache["current"] = (key[order], q_all[order], lg_all[order])
         return q, lg
 
     def _posterior(self, games, info, sample, ranks, rep, inverse):
@@ -253,6 +280,12 @@ class Engine:
                                                prefix.valid, cfg.posterior,
                                                world_valid=sample.valid)
         return logw
+
+
+def _scatter_rows(full: torch.Tensor, rows: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    out = full.clone()
+    out[rows] = new.to(out.dtype)
+    return out
 
 
 def cfg_chunk(cfg: EngineConfig) -> int:

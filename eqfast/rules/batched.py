@@ -17,7 +17,7 @@ Layout (B games; "slot" = index into a seat's initial hand, sorted by tile id):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import torch
@@ -87,6 +87,10 @@ class BatchedGames:
     @property
     def is_over(self) -> torch.Tensor:
         return (self.remaining == 0).all(dim=1) & (self.trick_len == 0)
+
+    def select(self, index) -> "BatchedGames":
+        """Games `index` (a slice, bool mask or index tensor) as a new batch."""
+        return BatchedGames(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
     def _rows(self):
         return torch.arange(self.batch_size, device=self.device)
