@@ -1,0 +1,391 @@
+"""Checks of generated E[Q] records against fresh computations (the logic of eqfast-validate).
+
+Every record can be re-derived: a game is a pure function of its deal seed, and the record's
+transcript lists every play before the decision. `replay_to_decision` rebuilds the position
+(deal from `seed`, declaration from the transcript's declaration token, first leader from
+the first play's seat) and replays the transcript's plays with `BatchedGames.play_tile`; the
+replayed position must reproduce the record's transcript tokens exactly, else `ReplayError`
+(the record does not belong to its seed). Then `Engine.decide` runs the engine stages for
+that single decision. Three checks build on this:
+
+(a) Recompute (`recompute_report`): the decision again with fresh worlds (another run seed,
+    the record's own number of worlds `n_worlds`, the run's posterior settings), then per
+    legal move
+
+        z = (E_fresh - E_rec) / sqrt(se_rec^2 + se_fresh^2 + SE_FLOOR^2),
+        se^2 = Var / max(ESS - 1, 1)
+
+    Var/ESS is the squared standard error of a weighted mean of ESS independent draws; the
+    recorded Var is the weighted population variance, which underestimates the spread by a
+    factor (ESS - 1)/ESS, hence ESS - 1 (it matters at small N: on a clean 2-game N = 8
+    exact-oracle dataset, 135 moves, mean |z| was 0.69 with ESS and 0.65 with ESS - 1). An
+    enumerated decision has no sampling error (se = 0): both sides average every consistent
+    world, so any difference there is a bug (or a different oracle). SE_FLOOR (0.01 points)
+    keeps z finite where both sides are exact: float noise of the oracle gives |z| << 1,
+    a tampered value gives a huge z. Under a correct pipeline z is about N(0, 1) on
+    sampled decisions: mean |z| ~ 0.80 and P(|z| > 3) ~ 0.3%; far more means the records
+    and the engine disagree (wrong oracle, changed rules, corrupted values).
+
+(b) Outcomes (`outcome_report`): the record's E[Q] of the move taken against the realized
+    value to go of the game from that decision (the records of a game hold its whole play:
+    the decision-27 transcript plus its action), in the actor's frame:
+
+        realized = sign(actor team) * (score_final - score_before_decision)
+
+    with score = team 0 points - team 1 points. This matches the Q semantics (minimax value
+    to go, points; a trick's points count when it completes, so points of the trick in
+    progress are part of the value to go). Pearson r per decision index and overall, with
+    the mean residual (realized - E[Q]). Games whose records are incomplete are skipped.
+
+(c) Exact labels (`exact_report`): for each record, three estimates per legal move:
+
+        E_rec    the record (the run's oracle on the run's worlds)
+        E_same   ExactOracle on the SAME worlds: the run's seed and n_worlds reproduce the
+                 run's world draws bit for bit (draws are keyed by (run seed, game seed,
+                 decision) and the world index)
+        E_exact  ExactOracle on all consistent worlds when there are at most
+                 `max_enumerate` of them (enumerated), else on `max_enumerate` fresh draws
+
+    oracle error   = mean |E_rec - E_same|    (network vs exact, worlds held fixed)
+    sampling error = mean |E_same - E_exact|  (the finite sample of worlds)
+    total error    = mean |E_rec - E_exact|   (<= oracle + sampling error)
+
+    over the legal moves of the records, and argmax agreement: the record's best legal move
+    is also best under E_exact (within 1e-4 points), with the mean regret under E_exact.
+    With posterior weighting on, E_same also weighs the worlds with the exact oracle's
+    behaviour model, so a weight difference counts as oracle error.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import fields as dc_fields
+
+import numpy as np
+import torch
+
+from ..data.schema import DecisionRecords
+from ..rules.batched import BatchedGames
+from ..rules.deal import deal_from_seed
+from ..rules.tables import HAND_SIZE, N_SEATS
+from .pipeline import N_DECISIONS, Engine, EngineConfig
+from .posterior import PosteriorConfig
+from .transcript import F_DECL, F_HIGH, F_LOW, F_PLAYER, F_TYPE, TYPE_HAND, TYPE_PLAY, transcript_tokens
+
+#: standard-error floor (points) in the recompute z score; see the module doc
+SE_FLOOR = 0.01
+#: |z| above this flags a move in the recompute check
+Z_FLAG = 3.0
+#: two E[Q] within this many points are tied (argmax agreement)
+TIE_TOL = 1e-4
+
+
+class ReplayError(ValueError):
+    """A record whose transcript cannot be replayed from its seed (names the record)."""
+
+
+# ---------------------------------------------------------------------------- transcripts
+def _token_tiles(tokens: torch.Tensor) -> torch.Tensor:
+    hi, lo = tokens[..., F_HIGH].long(), tokens[..., F_LOW].long()
+    return hi * (hi + 1) // 2 + lo
+
+
+def transcript_plays(tokens: torch.Tensor, length: int) -> tuple[list[int], list[int]]:
+    """(tiles, relative players) of the plays in one record's transcript, in play order."""
+    live = tokens[:length]
+    is_play = live[:, F_TYPE] == TYPE_PLAY
+    tiles = _token_tiles(live)[is_play]
+    return tiles.tolist(), live[is_play, F_PLAYER].long().tolist()
+
+
+def hand_tiles(tokens: torch.Tensor, length: int) -> list[int]:
+    """The actor's current hand (tile ids, hand-token order = the per-slot field order)."""
+    live = tokens[:length]
+    return _token_tiles(live)[live[:, F_TYPE] == TYPE_HAND].tolist()
+
+
+def _describe(records: DecisionRecords, i: int) -> str:
+    return (f"record (game_idx {int(records['game_idx'][i])}, seed {int(records['seed'][i])}, "
+            f"decision {int(records['decision_idx'][i])})")
+
+
+# ---------------------------------------------------------------------------- replay
+def _select_games(games: BatchedGames, rows: torch.Tensor) -> BatchedGames:
+    return BatchedGames(**{f.name: getattr(games, f.name)[rows] for f in dc_fields(games)})
+
+
+def replay_to_decision(records: DecisionRecords, device="cpu") -> BatchedGames:
+    """BatchedGames at the decision of each record (all records at one decision index).
+
+    Raises ReplayError when a replayed position does not reproduce the record's transcript.
+    """
+    d = torch.unique(records["decision_idx"])
+    if len(d) != 1:
+        raise ValueError(f"replay_to_decision: records must share one decision_idx, got {d.tolist()}")
+    d = int(d[0])
+    tokens, lengths = records["transcript_tokens"], records["transcript_lengths"]
+    seeds = records["seed"].tolist()
+    actor = records["actor"].long().tolist()
+    plays, leader = [], []
+    for i in range(len(records)):
+        tiles, rel = transcript_plays(tokens[i], int(lengths[i]))
+        if len(tiles) != d:
+            raise ReplayError(f"{_describe(records, i)}: transcript holds {len(tiles)} plays")
+        plays.append(tiles)
+        # the first leader is the seat of play 0 (the actor itself at decision 0)
+        leader.append((actor[i] + rel[0]) % N_SEATS if d else actor[i])
+    hands = np.stack([deal_from_seed(s) for s in seeds]).astype(np.int64)
+    decl = tokens[:, 0, F_DECL].long()
+    games = BatchedGames.new(hands, decl, torch.tensor(leader), device=device)
+    play_tiles = torch.tensor(plays, dtype=torch.int64, device=device).reshape(len(records), d)
+    for j in range(d):
+        try:
+            games = games.play_tile(play_tiles[:, j])
+        except ValueError as e:
+            raise ReplayError(f"replay of decision {d}, play {j}: {e} (records do not match "
+                              "their seeds' deals)") from None
+    got, got_len = transcript_tokens(games)
+    bad = ((got.cpu() != tokens).flatten(1).any(1) | (got_len.cpu() != lengths)
+           | (games.current_player.cpu() != records["actor"].long()))
+    if bool(bad.any()):
+        i = int(torch.nonzero(bad)[0])
+        raise ReplayError(f"{_describe(records, i)}: replaying its seed does not reproduce its "
+                          "transcript (wrong seed, deal version or record)")
+    return games
+
+
+def _groups(records: DecisionRecords, by_worlds: bool):
+    """{(decision, n): row indices}: rows that one Engine.decide call can handle together."""
+    keys = records["decision_idx"] * (1 << 32) + (records["n_worlds"] if by_worlds else 0)
+    out = {}
+    for key in torch.unique(keys).tolist():
+        rows = torch.nonzero(keys == key)[:, 0]
+        out[(key >> 32, key & 0xFFFFFFFF)] = rows
+    return out
+
+
+# ---------------------------------------------------------------------------- engine runs
+def engine_config(metadata: dict, *, seed: int, n_samples: int) -> EngineConfig:
+    """EngineConfig of a run as its metadata records it (posterior on or off), with the seed
+    and worlds per decision given; greedy selection (the move chosen is not compared)."""
+    post = (metadata or {}).get("posterior") or {}
+    posterior = None
+    if post.get("enabled"):
+        names = {f.name for f in dc_fields(PosteriorConfig)}
+        posterior = PosteriorConfig(**{k: v for k, v in post.items() if k in names})
+    return EngineConfig(n_samples=int(n_samples), seed=int(seed), posterior=posterior)
+
+
+def run_decisions(records: DecisionRecords, oracle, metadata: dict, *, seed: int,
+                  n_samples: int | None = None, device="cpu", backend="reference"
+                  ) -> DecisionRecords:
+    """Each record's decision re-run by the engine: rows aligned with `records`.
+
+    seed: the run seed of the world draws (the record's run seed reproduces its worlds).
+    n_samples: worlds per decision; None = each record's own n_worlds.
+    """
+    out: list = [None] * len(records)
+    for (d, n), rows in _groups(records, by_worlds=n_samples is None).items():
+        part = records.select(rows)
+        games = replay_to_decision(part, device)
+        n = int(n) if n_samples is None else int(n_samples)
+        engine = Engine(oracle, engine_config(metadata, seed=seed, n_samples=n),
+                        backend=backend, device=device)
+        fresh, _ = engine.decide(games, part["seed"].tolist(), int(d), part["game_idx"])
+        for k, r in enumerate(rows.tolist()):
+            out[r] = fresh.select(slice(k, k + 1))
+    if not out:
+        return records.select(slice(0, 0))
+    fresh = DecisionRecords.cat(out)
+    if not torch.equal(fresh["legal_mask"], records["legal_mask"]):
+        i = int(torch.nonzero((fresh["legal_mask"] != records["legal_mask"]).any(1))[0])
+        raise ReplayError(f"{_describe(records, i)}: recomputed legal moves differ from the record")
+    return fresh
+
+
+def _std_err2(r: DecisionRecords) -> torch.Tensor:
+    """Squared standard error [R, 7] of E[Q]: Var/(ESS-1), 0 for enumerated decisions."""
+    se2 = r["e_q_var"].double() / (r["ess"].double() - 1.0).clamp(min=1.0)[:, None]
+    return torch.where(r["enumerated"][:, None], torch.zeros_like(se2), se2)
+
+
+def _finite_or_none(x: float):
+    return x if math.isfinite(x) else None
+
+
+# ---------------------------------------------------------------------------- (a) recompute
+def recompute_z(records: DecisionRecords, fresh: DecisionRecords) -> torch.Tensor:
+    """z [R, 7] float64 per slot (NaN at illegal slots); see the module doc."""
+    legal = records["legal_mask"]
+    diff = fresh["e_q_mean"].double() - records["e_q_mean"].double()
+    den = torch.sqrt(_std_err2(records) + _std_err2(fresh) + SE_FLOOR ** 2)
+    z = torch.where(legal, diff, torch.zeros_like(diff)) / den
+    return torch.where(legal, z, torch.full_like(z, float("nan")))
+
+
+def recompute_report(records: DecisionRecords, fresh: DecisionRecords, indices=None,
+                     seed: int | None = None) -> dict:
+    """Summary of `recompute_z`: mean |z|, share of |z| > 3, and every record flagged."""
+    z = recompute_z(records, fresh)
+    legal = records["legal_mask"]
+    absz = z.abs()[legal]
+    indices = list(range(len(records))) if indices is None else [int(i) for i in indices]
+    per_record = []
+    for k in range(len(records)):
+        zk = z[k][legal[k]]
+        per_record.append({
+            "index": indices[k], "game_idx": int(records["game_idx"][k]),
+            "decision_idx": int(records["decision_idx"][k]),
+            "enumerated": bool(records["enumerated"][k]),
+            "max_abs_z": float(zk.abs().max()),
+            "z": [float(v) for v in zk],
+        })
+    flagged = [r for r in per_record if r["max_abs_z"] > Z_FLAG]
+    return {
+        "n_records": len(records), "n_moves": int(absz.numel()), "fresh_seed": seed,
+        "mean_abs_z": float(absz.mean()) if absz.numel() else None,
+        "frac_abs_z_gt_3": float((absz > Z_FLAG).double().mean()) if absz.numel() else None,
+        "max_abs_z": float(absz.max()) if absz.numel() else None,
+        "n_flagged_records": len(flagged),
+        "flagged": [{k: r[k] for k in ("index", "game_idx", "decision_idx", "max_abs_z")}
+                    for r in flagged],
+        "records": per_record,
+    }
+
+
+# ---------------------------------------------------------------------------- (b) outcomes
+def realized_values(records: DecisionRecords, device="cpu") -> tuple[torch.Tensor, dict]:
+    """(realized [R] float64, info): value to go of each record's game from its decision, in
+    the actor frame; NaN for records of incomplete games (info counts them)."""
+    realized = torch.full((len(records),), float("nan"), dtype=torch.float64)
+    game = records["game_idx"]
+    last_rows, complete_games = [], []
+    for g in torch.unique(game).tolist():
+        rows = torch.nonzero(game == g)[:, 0]
+        last = rows[torch.argmax(records["decision_idx"][rows])]
+        if int(records["decision_idx"][last]) == N_DECISIONS - 1:
+            last_rows.append(int(last))
+            complete_games.append(g)
+    info = {"n_games": int(torch.unique(game).numel()), "n_complete_games": len(complete_games)}
+    if not last_rows:
+        return realized, info
+    last = records.select(torch.tensor(last_rows))
+    seqs = []
+    for i in range(len(last)):
+        tiles, _ = transcript_plays(last["transcript_tokens"][i], int(last["transcript_lengths"][i]))
+        hand = hand_tiles(last["transcript_tokens"][i], int(last["transcript_lengths"][i]))
+        seqs.append(tiles + [hand[int(last["action_taken"][i])]])
+    seqs = torch.tensor(seqs, dtype=torch.int64, device=device)
+    # replay every complete game from its deal, keeping the score before each play
+    hands = np.stack([deal_from_seed(s) for s in last["seed"].tolist()]).astype(np.int64)
+    leader = [(int(last["actor"][i]) + transcript_plays(
+        last["transcript_tokens"][i], int(last["transcript_lengths"][i]))[1][0]) % N_SEATS
+        for i in range(len(last))]
+    games = BatchedGames.new(hands, last["transcript_tokens"][:, 0, F_DECL].long(),
+                             torch.tensor(leader), device=device)
+    score_before = torch.zeros(len(last), N_DECISIONS, dtype=torch.int64)
+    actor_at = torch.zeros(len(last), N_DECISIONS, dtype=torch.int64)
+    for j in range(N_DECISIONS):
+        score_before[:, j] = games.score().cpu()
+        actor_at[:, j] = games.current_player.cpu()
+        try:
+            games = games.play_tile(seqs[:, j])
+        except ValueError as e:
+            raise ReplayError(f"full replay, play {j}: {e}") from None
+    final = games.score().cpu()
+    slot_of_game = {g: k for k, g in enumerate(complete_games)}
+    for r in range(len(records)):
+        k = slot_of_game.get(int(game[r]))
+        if k is None:
+            continue
+        d = int(records["decision_idx"][r])
+        if int(actor_at[k, d]) != int(records["actor"][r]):
+            raise ReplayError(f"{_describe(records, r)}: actor {int(records['actor'][r])} differs "
+                              f"from the replayed game's ({int(actor_at[k, d])})")
+        sign = 1.0 if int(actor_at[k, d]) % 2 == 0 else -1.0
+        realized[r] = sign * float(final[k] - score_before[k, d])
+    return realized, info
+
+
+def _pearson(x: torch.Tensor, y: torch.Tensor):
+    if len(x) < 3:
+        return None
+    xc, yc = x - x.mean(), y - y.mean()
+    den = math.sqrt(float((xc * xc).sum()) * float((yc * yc).sum()))
+    return float((xc * yc).sum()) / den if den > 0 else None
+
+
+def outcome_report(records: DecisionRecords, device="cpu") -> dict:
+    """Pearson r of E[Q] of the move taken vs the realized value to go, per decision index."""
+    realized, info = realized_values(records, device)
+    taken = records["e_q_mean"].double().gather(1, records["action_taken"][:, None])[:, 0]
+    ok = ~torch.isnan(realized)
+    x, y, d = taken[ok], realized[ok], records["decision_idx"][ok]
+
+    def stats(m):
+        resid = y[m] - x[m]
+        n = int(m.sum())
+        return {"n": n, "pearson_r": _pearson(x[m], y[m]),
+                "mean_residual": float(resid.mean()) if n else None,
+                "rmse": float(resid.pow(2).mean().sqrt()) if n else None}
+
+    return {**info, "n_records": int(ok.sum()),
+            "overall": stats(torch.ones_like(d, dtype=torch.bool)),
+            "by_decision": {int(k): stats(d == k) for k in torch.unique(d).tolist()}}
+
+
+# ---------------------------------------------------------------------------- (c) exact
+def exact_report(records: DecisionRecords, same: DecisionRecords, exact: DecisionRecords,
+                 indices=None) -> dict:
+    """Label error of the records against exact E[Q] (see the module doc).
+
+    same: the exact oracle on the records' own worlds; exact: the exact oracle on all (or
+    many) consistent worlds; rows aligned with `records`.
+    """
+    legal = records["legal_mask"]
+    rec, sam, ex = (r["e_q_mean"].double() for r in (records, same, exact))
+
+    def mean_abs(a, b):
+        v = (a - b).abs()[legal]
+        return float(v.mean()) if v.numel() else None
+
+    neg = torch.full_like(ex, float("-inf"))
+    rec_best = torch.where(legal, rec, neg).argmax(1)
+    ex_max = torch.where(legal, ex, neg).max(1).values
+    regret = ex_max - ex.gather(1, rec_best[:, None])[:, 0]
+    indices = list(range(len(records))) if indices is None else [int(i) for i in indices]
+    per_record = [{
+        "index": indices[k], "game_idx": int(records["game_idx"][k]),
+        "decision_idx": int(records["decision_idx"][k]),
+        "exact_enumerated": bool(exact["enumerated"][k]),
+        "n_worlds_exact": int(exact["n_worlds"][k]),
+        "oracle_error": float((rec[k] - sam[k]).abs()[legal[k]].mean()),
+        "sampling_error": float((sam[k] - ex[k]).abs()[legal[k]].mean()),
+        "regret": float(regret[k]),
+    } for k in range(len(records))]
+    R = len(records)
+    return {
+        "n_records": R, "n_moves": int(legal.sum()),
+        "oracle_error": mean_abs(rec, sam),
+        "sampling_error": mean_abs(sam, ex),
+        "total_error": mean_abs(rec, ex),
+        "argmax_agreement": float((regret <= TIE_TOL).double().mean()) if R else None,
+        "mean_regret": float(regret.mean()) if R else None,
+        "exact_enumerated_fraction": float(exact["enumerated"].double().mean()) if R else None,
+        "worlds_mismatch": int((same["n_worlds"] != records["n_worlds"]).sum()),
+        "records": per_record,
+    }
+
+
+# ---------------------------------------------------------------------------- sampling
+def pick_records(records: DecisionRecords, k: int, seed: int = 0,
+                 decisions: tuple[int, int] | None = None) -> torch.Tensor:
+    """Up to k record indices, uniformly without replacement (sorted), among decisions
+    [lo, hi] when given."""
+    ok = torch.ones(len(records), dtype=torch.bool)
+    if decisions is not None:
+        d = records["decision_idx"]
+        ok = (d >= decisions[0]) & (d <= decisions[1])
+    pool = torch.nonzero(ok)[:, 0]
+    gen = torch.Generator().manual_seed(int(seed))
+    pick = pool[torch.randperm(len(pool), generator=gen)[:max(0, int(k))]]
+    return torch.sort(pick).values
