@@ -67,9 +67,10 @@ static inline int count_points(uint32_t tiles) {
 
 /* ---------------------------------------------------------------- transposition table */
 
-/* 2^21 entries x 8 bytes = 16 MiB. A full deal stores ~2e4..2e5 trick boundaries, so a
- * direct-mapped table with replace-always rarely loses anything useful. */
-#define TT_BITS 21
+/* 2^20 entries x 9 bytes = 9 MiB, direct-mapped, replace-always. Size barely matters for
+ * one deal (benchmark nodes: 54.9M at 2^18, 54.6M at 2^20, 54.5M at 2^22) while smaller
+ * tables stay in cache; 2^20 leaves room for the boundaries of a whole game. */
+#define TT_BITS 20
 #define TT_SIZE (1u << TT_BITS)
 
 typedef struct {
@@ -156,10 +157,12 @@ static inline uint32_t legal_moves(const Search *s, const Trick *tr, int seat) {
 
 static int boundary(Search *s, int leader, int alpha, int beta);
 
-/* Move ordering, cheapest that measured well: at a lead, the TT's best lead then the
- * highest rank key in the tile's own suit; when following and the partner is winning,
- * count first (feed the partner), low keys first; when an opponent is winning, the
- * cheapest winning tile first (count first), then the losers with the least count. */
+/* Move ordering: at a lead, the TT's best lead, then the highest rank key in the tile's own
+ * suit; when following and the partner is winning, count first (feed the partner), low keys
+ * first; when an opponent is winning, the cheapest winning tile first (count first), then
+ * the losers with the least count. Nodes over the benchmark's 200 deals: 54.5M with this
+ * order; 58M leading count first, 92M leading low keys first, 64M without feeding count
+ * to the partner, 59M winning with the highest tile first. */
 static int order_moves(const Search *s, const Trick *tr, uint32_t legal, int first,
                        uint8_t out[7]) {
     int score[7], n = 0;
