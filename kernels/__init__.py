@@ -4,6 +4,7 @@ Each kernel module has the same call signature as its pure-PyTorch reference in
 `eqfast.engine`, so the pipeline picks a backend by name. This folder is installed as
 `eqfast.kernels` (setup.py `package_dir`).
 """
+from .moments import weighted_moments
 from .sampling import sample_worlds
 
-__all__ = ["sample_worlds"]
+__all__ = ["sample_worlds", "weighted_moments"]

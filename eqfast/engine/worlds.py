@@ -6,6 +6,7 @@ oracle works in slot space (slot = index into the sorted initial hand), so a wor
 becomes an `OracleBatch` row (hands [.,4,7], remaining 7-bit slot masks, decl, leader,
 trick [.,3], actor).
 
+    world_hands(games, info, owner) -> hands [G,N,4,7]: initial hands per world and seat.
     world_tile_masks(games, info, sample) -> (initial [G,N,4], remaining [G,N,4])
         28-bit tile masks per world and seat. The actor's are its real ones.
     build_oracle_batch(games, info, sample) -> OracleBatch of G*N rows, row = g*N + i:
@@ -33,7 +34,8 @@ import torch
 from ..oracle.protocol import OracleBatch
 from ..rules.batched import BatchedGames
 from ..rules.tables import HAND_SIZE, N_SEATS, N_TILES
-from .public import N_HIDDEN, HiddenInfo, played_masks, slots_to_tile_mask, tile_bits
+from .public import (N_HIDDEN, HiddenInfo, mask_to_sorted_ids, played_masks,
+                     slots_to_tile_mask)
 from .sampling import WorldSample, make_sample
 
 #: Most plays before the current trick's actor plays: the trick holds at most 3 tiles.
@@ -68,24 +70,50 @@ def world_tile_masks(games: BatchedGames, info: HiddenInfo, sample: WorldSample)
     return initial, remaining
 
 
-def slot_layout(initial: torch.Tensor):
-    """(hands [..., 7] sorted tile ids -1 padded, slot_of [..., 28] slot of each tile or -1)
-    of 28-bit initial-hand masks [...]."""
-    bits = tile_bits(initial)                                          # [...,28]
-    slot_of = torch.where(bits.bool(), bits.cumsum(-1) - 1, torch.full_like(bits, -1))
-    tiles = torch.arange(N_TILES, device=initial.device).expand_as(bits)
-    # tiles not in the hand go to a scratch column HAND_SIZE, dropped afterwards
-    hands = torch.full((*initial.shape, HAND_SIZE + 1), -1, dtype=torch.int64, device=initial.device)
-    hands.scatter_(-1, torch.where(slot_of >= 0, slot_of, HAND_SIZE),
-                   torch.where(slot_of >= 0, tiles, -1))
-    return hands[..., :HAND_SIZE], slot_of
+def world_hands(games: BatchedGames, info: HiddenInfo, owner: torch.Tensor) -> torch.Tensor:
+    """Initial hands [G, N, 4, 7] (sorted tile ids, -1 padded) of every seat in every world.
+
+    Each seat's hand is its public part (the tiles it played; the actor's whole hand) plus
+    the pool tiles the world gives it. Both parts go into an unsorted 8-wide row per seat,
+    then one sort of 8 small values per row: ~10x faster than building 28-bit masks and
+    expanding them to [.., 28] bits (measured 64k worlds: ~1 s -> ~0.1 s on this CPU).
+    """
+    G, N = owner.shape[:2]
+    dev = games.device
+    rows = torch.arange(G, device=dev)
+    width = HAND_SIZE + 1                        # 8 = 7 tiles + room for a sorted sentinel
+    known = played_masks(games)
+    own = slots_to_tile_mask(games.hands[rows, info.actor], games.remaining[rows, info.actor])
+    known[rows, info.actor] |= own
+    known_ids = mask_to_sorted_ids(known, width)                         # [G,4,8], -1 padded
+    n_known = (known_ids >= 0).sum(-1)                                   # [G,4]
+    base = torch.where(known_ids >= 0, known_ids, N_TILES).to(torch.int16)
+    # one extra column (index 32) swallows the writes of pool padding
+    flat = torch.cat([base.reshape(G, N_SEATS * width),
+                      torch.full((G, 1), N_TILES, dtype=torch.int16, device=dev)], 1)
+    buf = flat[:, None, :].expand(G, N, flat.shape[1]).clone()           # [G,N,33]
+
+    # pool tile i goes to its owner's row, after the known tiles and the owner's earlier
+    # pool tiles (the rank of i among them); small dtypes and where-chains over the 3
+    # owners instead of one-hot tensors and gathers (2x faster on this CPU)
+    is_seat = [owner == j for j in range(N_HIDDEN)]
+    first_col = info.seats * width + n_known.gather(1, info.seats)      # [G,3]
+    col = torch.full(owner.shape, N_SEATS * width, dtype=torch.int64, device=dev)
+    for j in range(N_HIDDEN):
+        within = is_seat[j].cumsum(2, dtype=torch.int16) - 1
+        col = torch.where(is_seat[j], first_col[:, j, None, None] + within, col)
+    buf.scatter_(2, col, info.pool[:, None, :].expand(G, N, -1).to(torch.int16))
+    hands = buf[..., :N_SEATS * width].reshape(G, N, N_SEATS, width).sort(-1).values
+    hands = hands[..., :HAND_SIZE].long()
+    return torch.where(hands < N_TILES, hands, -1)
 
 
-def slot_masks(remaining: torch.Tensor, slot_of: torch.Tensor) -> torch.Tensor:
-    """7-bit slot masks [...] of 28-bit tile masks remaining [...] (tiles within the hand
-    whose slot table is slot_of [..., 28])."""
-    bits = tile_bits(remaining) * (slot_of >= 0)
-    return (bits << slot_of.clamp(min=0)).sum(-1)
+def remaining_slots(hands: torch.Tensor, gone: torch.Tensor) -> torch.Tensor:
+    """7-bit slot masks [...] of the tiles of hands [..., 7] not in the 28-bit masks gone
+    [...] (tiles already played)."""
+    out = ((gone[..., None] >> hands.clamp(min=0)) & 1) == 0
+    out = out & (hands >= 0)
+    return (out.long() << torch.arange(HAND_SIZE, device=hands.device)).sum(-1)
 
 
 def _repeat(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -93,15 +121,19 @@ def _repeat(x: torch.Tensor, n: int) -> torch.Tensor:
     return x.repeat_interleave(n, dim=0)
 
 
+def _all_played(games: BatchedGames) -> torch.Tensor:
+    p = played_masks(games)
+    return p[:, 0] | p[:, 1] | p[:, 2] | p[:, 3]
+
+
 def build_oracle_batch(games: BatchedGames, info: HiddenInfo, sample: WorldSample) -> OracleBatch:
     """The current decision of every game in every world: G*N rows, row = g*N + i."""
     G, N = sample.owner.shape[:2]
-    initial, remaining = world_tile_masks(games, info, sample)
-    hands, slot_of = slot_layout(initial)
-    rem_slots = slot_masks(remaining, slot_of)
+    hands = world_hands(games, info, sample.owner)                       # [G,N,4,7]
+    rem = remaining_slots(hands, _all_played(games)[:, None, None])      # [G,N,4]
     return OracleBatch(
         hands=hands.reshape(G * N, N_SEATS, HAND_SIZE),
-        remaining=rem_slots.reshape(G * N, N_SEATS),
+        remaining=rem.reshape(G * N, N_SEATS),
         decl=_repeat(games.decl, N),
         leader=_repeat(games.leader, N),
         trick=_repeat(games.trick[:, :TRICK_SLOTS], N),
@@ -136,18 +168,17 @@ def prefix_oracle_batch(games: BatchedGames, initial: torch.Tensor, window: int)
     trick = games.tiles.gather(1, pos.reshape(G, -1)).reshape(G, K, TRICK_SLOTS)
     trick = torch.where(pos < step[:, :, None], trick, torch.full_like(trick, -1))
 
-    hands, slot_of = slot_layout(initial)                                     # [G,N,4,7], [G,N,4,28]
-    remaining = initial[:, :, None, :] & ~played_before[:, None, :, None]     # [G,N,K,4]
-    rem_slots = slot_masks(remaining, slot_of[:, :, None])                    # [G,N,K,4]
-    actor_slots = slot_of.gather(2, actor[:, None, :, None].expand(G, N, K, N_TILES))
-    observed_slot = actor_slots.gather(3, observed.clamp(min=0)[:, None, :, None].expand(G, N, K, 1))[..., 0]
-    observed_slot = torch.where(valid[:, None, :], observed_slot, -1)
+    hands = mask_to_sorted_ids(initial, HAND_SIZE)                            # [G,N,4,7]
+    rem = remaining_slots(hands[:, :, None], played_before[:, None, :, None])  # [G,N,K,4]
+    actor_hand = hands.gather(2, actor[:, None, :, None].expand(G, N, K, HAND_SIZE))  # [G,N,K,7]
+    match = actor_hand == observed[:, None, :, None]
+    observed_slot = torch.where(match.any(-1) & valid[:, None, :], match.long().argmax(-1), -1)
 
     rows = G * N * K
     per_game = lambda x: x[:, None].expand(G, N, *x.shape[1:]).reshape(rows, *x.shape[2:])
     batch = OracleBatch(
         hands=hands[:, :, None].expand(G, N, K, N_SEATS, HAND_SIZE).reshape(rows, N_SEATS, HAND_SIZE),
-        remaining=rem_slots.reshape(rows, N_SEATS),
+        remaining=rem.reshape(rows, N_SEATS),
         decl=games.decl[:, None, None].expand(G, N, K).reshape(rows),
         leader=per_game(leader),
         trick=per_game(trick),
