@@ -31,6 +31,11 @@ completions, with no rejection and no backtracking:
 WorldSample: owner [G, N, 21] int8, valid [G, N] bool, n_worlds [G] int64 (distinct worlds
 drawn: total if enumerated, else n), enumerated [G] bool, total [G] int64.
 
+Helpers: `total_worlds(info, counts) -> [G]`, `world_ranks(total, keys, n) -> [G, N]` (the
+ranks `sample_worlds` unranks, e.g. as world ids for de-duplication), `rank_worlds(info,
+counts, owner) -> [G, N]` (inverse of unrank; -1 for an inconsistent world),
+`option_table(info, counts)` (the per-tile option ranges unrank reads), `make_sample`.
+
 `eqfast.kernels.sampling.sample_worlds` is the Triton version with the same signature.
 """
 from __future__ import annotations
