@@ -25,6 +25,7 @@ stages agree to the tolerance stated in the tests).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -86,6 +87,10 @@ def make_backend(name: str = "reference", device="cpu") -> Backend:
         from .moments import weighted_moments
         from .sampling import sample_worlds
     elif name == "triton":
+        if device.type != "cuda":
+            # Triton kernels run on the CPU only under its interpreter (slow: for tests and
+            # debugging). The variable is read when kernels are defined, i.e. on import.
+            os.environ.setdefault("TRITON_INTERPRET", "1")
         from ..kernels import sample_worlds, weighted_moments
     else:
         raise ValueError(f"unknown backend {name!r} (choose reference, triton or auto)")
