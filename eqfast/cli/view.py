@@ -239,7 +239,7 @@ def _interactive(records: DecisionRecords, start: int) -> None:
             scr.addnstr(h - 1, 0, help_line, w - 1, curses.A_REVERSE)
             scr.refresh()
             key, msg = scr.getch(), ""
-            if key in (ord("q"), 27):
+            if key == ord("q"):
                 return
             if key == curses.KEY_RIGHT:
                 i, top = min(i + 1, len(records) - 1), 0
