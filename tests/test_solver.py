@@ -133,6 +133,14 @@ def test_q_batch_equals_solve():
         assert got == want
 
 
+def test_q_batch_rejects_bad_rows():
+    good = [mask_of([0]), mask_of([1]), mask_of([2]), mask_of([3])]
+    with pytest.raises(ValueError, match="row 1: a tile is in two hands"):
+        solver.q_batch([good, [1, 1, 4, 8]], [0, 0], [0, 0], [[-1] * 3] * 2)
+    with pytest.raises(ValueError, match="28-bit"):
+        solver.q_batch([[1 << 28, 2, 4, 8]], [0], [0], [[-1] * 3])
+
+
 @pytest.mark.parametrize("hands,decl,leader,trick,match", [
     ([[0], [1], [2]], 0, 0, (), "4 seats"),
     ([[0], [1], [2], [29]], 0, 0, (), "unknown tile"),

@@ -44,9 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="eqfast-solve", description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--seed", type=int, help="deal from this seed (deal_from_seed)")
+    src.add_argument("--seed", type=int, help="deal from this seed (deal_from_seed); with --bench: first seed S, default 0")
     src.add_argument("--hands", help='explicit deal: "a,b,c;d,e,f;g,h,i;j,k,l" (seats 0..3)')
-    p.add_argument("--decl", type=int, help="declaration 0..9: " +
+    p.add_argument("--decl", type=int, help="declaration (with --bench: D for every deal) 0..9: " +
                    ", ".join(f"{i} {n}" for i, n in enumerate(DECL_NAMES)))
     p.add_argument("--leader", type=int, default=0, help="seat that leads the first trick (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")

@@ -131,6 +131,8 @@ def q_batch(hands, decl, leader, trick) -> np.ndarray:
         h = (h.astype(np.int64) << np.arange(N_TILES, dtype=np.int64)).sum(-1)
     if h.ndim != 2 or h.shape[1] != N_SEATS:
         raise ValueError(f"hands must be [N, 4] masks, got {h.shape}")
+    if h.size and (h.min() < 0 or h.max() >= 1 << N_TILES):
+        raise ValueError("hands masks must be 28-bit (tiles 0..27)")
     n = h.shape[0]
     d = np.broadcast_to(np.asarray(decl), (n,))
     ld = np.broadcast_to(np.asarray(leader), (n,))
