@@ -1,0 +1,276 @@
+"""Solver-labelled training positions for the Stage 1 oracle: generation, shards, data card.
+
+Deal number g (an int >= 0) fixes everything about its game:
+    hands  = deal_from_seed(g)
+    rng    = numpy PCG64 seeded with mix_seed(GAME_TAG, g)  -> decl (uniform 0..9),
+             leader (uniform 0..3), epsilon (uniform 0..EPS_MAX)
+    split  = mix_seed(SPLIT_TAG, g) % 100: < 90 train, < 95 val, else test
+The game is played to the end; at each of its 28 decisions the position is labelled with the
+solver's exact Q of every legal move, then the actor plays a uniformly random legal move with
+probability epsilon, else the solver's best move (ties -> lowest tile id). So every depth is
+covered, along lines from near-optimal to half random. (This offline generator uses numpy
+randomness; the engine's Philox streams are for the engine's own draws.)
+
+Shards: `<dir>/shard_<k:05d>.safetensors` holds deals [k*S, (k+1)*S) (S = deals per shard,
+recorded in metadata), 28 rows per deal, columns:
+    hands [R,4,7] int8, remaining [R,4] uint8, decl/leader/actor/depth/split [R] int8,
+    trick [R,3] int8 (-1 pad), q [R,7] float32 (actor frame, 0 at illegal), legal [R,7] bool,
+    deal [R] int64.
+`<dir>/card.json` (the data card) is rebuilt from the shards after each one is written.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..rules.deal import deal_from_seed, mix_seed
+from ..rules.state import GameState
+from ..rules.tables import DECL_NAMES
+from ..utils.atomic import atomic_write_bytes
+from .exact import solve_row
+from .protocol import OracleBatch
+
+DATASET_VERSION = 1
+GAME_TAG = 0x0A11CE
+SPLIT_TAG = 0x5B117
+EPS_MAX = 0.5
+SPLITS = ("train", "val", "test")
+COLUMNS = ("hands", "remaining", "decl", "leader", "actor", "depth", "split", "trick", "q",
+           "legal", "deal")
+
+
+def split_of(deal: int) -> int:
+    """0 train, 1 val, 2 test: a stable function of the deal number."""
+    h = mix_seed(SPLIT_TAG, deal) % 100
+    return 0 if h < 90 else 1 if h < 95 else 2
+
+
+def game_setup(deal: int) -> tuple[np.ndarray, int, int, float, np.random.Generator]:
+    """(hands [4,7], decl, leader, epsilon, rng) of deal number `deal`."""
+    rng = np.random.default_rng(mix_seed(GAME_TAG, deal))
+    decl = int(rng.integers(10))
+    leader = int(rng.integers(4))
+    eps = float(rng.uniform(0.0, EPS_MAX))
+    return deal_from_seed(deal).astype(np.int64), decl, leader, eps, rng
+
+
+def remaining_masks(hands: np.ndarray, state: GameState) -> np.ndarray:
+    """7-bit slot masks [4] of the tiles each seat of `state` still holds (initial `hands`)."""
+    return np.array([sum(1 << i for i in range(7) if hands[s, i] in state.hands[s])
+                     for s in range(4)], np.int64)
+
+
+def position_of(hands: np.ndarray, state: GameState) -> OracleBatch:
+    """The one-row OracleBatch of `state` (a game started from initial `hands` [4,7])."""
+    trick = list(state.trick) + [-1] * (3 - len(state.trick))
+    as_t = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.int64)[None]
+    return OracleBatch(hands=as_t(hands), remaining=as_t(remaining_masks(hands, state)),
+                       decl=as_t(state.decl), leader=as_t(state.leader), trick=as_t(trick),
+                       actor=as_t(state.current_player))
+
+
+def label_game(deal: int) -> dict[str, np.ndarray]:
+    """The 28 labelled positions of deal number `deal` (columns as in the module doc)."""
+    hands, decl, leader, eps, rng = game_setup(deal)
+    state = GameState.new(hands.tolist(), decl, leader)
+    rows = {c: [] for c in COLUMNS}
+    split = split_of(deal)
+    for depth in range(28):
+        actor = state.current_player
+        remaining = remaining_masks(hands, state)
+        q, legal = solve_row(hands, remaining, decl, state.leader, list(state.trick), actor)
+        trick = list(state.trick) + [-1] * (3 - len(state.trick))
+        for name, value in (("hands", hands), ("remaining", remaining), ("decl", decl),
+                            ("leader", state.leader), ("actor", actor), ("depth", depth),
+                            ("split", split), ("trick", trick), ("q", q), ("legal", legal),
+                            ("deal", deal)):
+            rows[name].append(value)
+        slots = np.flatnonzero(legal)
+        if rng.random() < eps:
+            slot = int(rng.choice(slots))
+        else:
+            slot = int(slots[np.argmax(q[slots])])  # first max = lowest tile id
+        state = state.play(int(hands[actor, slot]))
+    return {c: np.asarray(v) for c, v in rows.items()}
+
+
+_DTYPES = {"hands": np.int8, "remaining": np.uint8, "decl": np.int8, "leader": np.int8,
+           "actor": np.int8, "depth": np.int8, "split": np.int8, "trick": np.int8,
+           "q": np.float32, "legal": np.bool_, "deal": np.int64}
+
+
+def write_shard(path: Path, deals: range) -> dict:
+    """Label `deals` and write them as one safetensors shard (atomically). Returns its meta."""
+    from safetensors.numpy import save
+
+    games = [label_game(g) for g in deals]
+    cols = {c: np.ascontiguousarray(np.concatenate([g[c] for g in games]).astype(_DTYPES[c]))
+            for c in COLUMNS}
+    meta = {"dataset_version": str(DATASET_VERSION), "deal_start": str(deals.start),
+            "deal_stop": str(deals.stop), "rows": str(len(cols["q"]))}
+    atomic_write_bytes(path, save(cols, metadata=meta))
+    return meta
+
+
+def shard_paths(directory) -> list[Path]:
+    return sorted(Path(directory).glob("shard_*.safetensors"))
+
+
+def load_shards(directory, split: str | None = None, max_shards: int | None = None
+                ) -> dict[str, torch.Tensor]:
+    """All rows of the shards in `directory` (optionally one split) as int64/float/bool tensors."""
+    from safetensors.numpy import load_file
+
+    paths = shard_paths(directory)[:max_shards]
+    if not paths:
+        raise FileNotFoundError(f"no shard_*.safetensors files in {directory}")
+    parts = []
+    for p in paths:
+        try:
+            parts.append(load_file(str(p)))
+        except Exception as e:
+            raise ValueError(f"cannot read oracle data shard {p}: {e}") from e
+    cols = {c: np.concatenate([part[c] for part in parts]) for c in COLUMNS}
+    if split is not None:
+        keep = cols["split"] == SPLITS.index(split)
+        cols = {c: v[keep] for c, v in cols.items()}
+    out = {}
+    for c, v in cols.items():
+        if v.dtype == np.bool_ or v.dtype == np.float32:
+            out[c] = torch.from_numpy(np.ascontiguousarray(v))
+        else:
+            out[c] = torch.from_numpy(v.astype(np.int64))
+    return out
+
+
+def as_batch(data: dict[str, torch.Tensor], index=slice(None)) -> OracleBatch:
+    """The OracleBatch of rows `index` of loaded shard columns."""
+    return OracleBatch(hands=data["hands"][index], remaining=data["remaining"][index],
+                       decl=data["decl"][index], leader=data["leader"][index],
+                       trick=data["trick"][index], actor=data["actor"][index])
+
+
+def file_hash(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def data_hash(paths) -> str:
+    """Short content hash of a list of shard files (their names and bytes)."""
+    h = hashlib.sha256()
+    for p in sorted(Path(p) for p in paths):
+        h.update(f"{p.name}:{file_hash(p)};".encode())
+    return h.hexdigest()[:16]
+
+
+def shard_stats(cols: dict[str, np.ndarray]) -> dict:
+    """Counts of one shard: rows and deals per split, declarations, depths, legal moves."""
+    first = cols["depth"] == 0
+    return {
+        "rows": int(len(cols["q"])),
+        "deal_start": int(cols["deal"].min()), "deal_stop": int(cols["deal"].max()) + 1,
+        "split_rows": [int((cols["split"] == s).sum()) for s in range(len(SPLITS))],
+        "decl": np.bincount(cols["decl"][first].astype(np.int64), minlength=10).tolist(),
+        "depth": np.bincount(cols["depth"].astype(np.int64), minlength=28).tolist(),
+        "legal_moves": np.bincount(cols["legal"].sum(1), minlength=8).tolist(),
+    }
+
+
+def build_card(directory, previous: dict | None = None) -> dict:
+    """The data card of a shard directory: counts, declaration mix, depth histogram, hash.
+
+    Per-shard stats and hashes of `previous` (the card on disk) are reused for shards whose
+    names it lists, so rebuilding after each new shard stays cheap.
+    """
+    from safetensors.numpy import load_file
+
+    known = (previous or {}).get("per_shard", {})
+    per_shard = {}
+    for p in shard_paths(directory):
+        if p.name in known:
+            per_shard[p.name] = known[p.name]
+        else:
+            per_shard[p.name] = {**shard_stats(load_file(str(p))), "hash": file_hash(p)}
+    card = {"dataset_version": DATASET_VERSION, "shards": len(per_shard), "rows": 0,
+            "deals": 0, "splits": {s: {"rows": 0, "deals": 0} for s in SPLITS},
+            "decl_mix": {n: 0 for n in DECL_NAMES}, "depth_histogram": [0] * 28,
+            "legal_moves_histogram": [0] * 8, "epsilon_max": EPS_MAX,
+            "generator": "eqfast.oracle.dataset: at each decision the solver's best move, or "
+                         "with per-game probability epsilon ~ U(0, epsilon_max) a uniformly "
+                         "random legal move; decl uniform 0..9, leader uniform 0..3"}
+    for st in per_shard.values():
+        card["rows"] += st["rows"]
+        card["deals"] += st["rows"] // 28
+        for s, name in enumerate(SPLITS):
+            card["splits"][name]["rows"] += st["split_rows"][s]
+            card["splits"][name]["deals"] += st["split_rows"][s] // 28
+        for d, c in enumerate(st["decl"]):
+            card["decl_mix"][DECL_NAMES[d]] += c
+        card["depth_histogram"] = [a + b for a, b in zip(card["depth_histogram"], st["depth"])]
+        card["legal_moves_histogram"] = [a + b for a, b in
+                                         zip(card["legal_moves_histogram"], st["legal_moves"])]
+    h = hashlib.sha256()
+    for name in sorted(per_shard):
+        h.update(f"{name}:{per_shard[name]['hash']};".encode())
+    card["data_hash"] = h.hexdigest()[:16]
+    card["per_shard"] = per_shard
+    return card
+
+
+def read_card(directory) -> dict | None:
+    path = Path(directory) / "card.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def write_card(directory) -> dict:
+    card = build_card(directory, read_card(directory))
+    atomic_write_bytes(Path(directory) / "card.json", (json.dumps(card, indent=1) + "\n").encode())
+    return card
+
+
+def generate(directory, shards: int, deals_per_shard: int, first_shard: int = 0,
+             log=print) -> None:
+    """Write shards first_shard .. first_shard+shards-1 that do not exist yet (resumable)."""
+    from safetensors import safe_open
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    existing = shard_paths(directory)
+    if existing:  # shard k must mean deals [k*S, (k+1)*S) for one S per directory
+        with safe_open(str(existing[0]), framework="np") as f:
+            m = f.metadata()
+        size = int(m["deal_stop"]) - int(m["deal_start"])
+        if size != deals_per_shard:
+            raise ValueError(f"{existing[0]} holds {size} deals per shard, but "
+                             f"--deals-per-shard is {deals_per_shard}")
+    for k in range(first_shard, first_shard + shards):
+        path = directory / f"shard_{k:05d}.safetensors"
+        if path.exists():
+            continue
+        t0 = time.perf_counter()
+        meta = write_shard(path, range(k * deals_per_shard, (k + 1) * deals_per_shard))
+        card = write_card(directory)
+        dt = time.perf_counter() - t0
+        log(f"shard {k}: {meta['rows']} rows in {dt:.1f}s ({int(meta['rows']) / dt:.0f} rows/s); "
+            f"total {card['rows']} rows, {card['deals']} deals", flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Generate solver-labelled oracle training shards.")
+    ap.add_argument("--out", required=True, help="shard directory")
+    ap.add_argument("--shards", type=int, default=1000)
+    ap.add_argument("--first-shard", type=int, default=0)
+    ap.add_argument("--deals-per-shard", type=int, default=200)
+    args = ap.parse_args(argv)
+    generate(args.out, args.shards, args.deals_per_shard, args.first_shard)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Oracle networks: codes [N, 28] (see tokenizer.py) -> Q [N, 7] in points, actor frame.
+
+Two families, both predicting one value per tile id and gathering the actor's 7 slots:
+
+- `EmbSumMLP` ("mlp"): h = ReLU(sum_t E[code_t] + b), then `depth` ReLU layers of width
+  `hidden`, then a 28-wide head. The embedding sum is one-hot(3080) x Linear done as 28
+  row gathers (`EmbeddingBag`), so the cost is ~hidden^2 * depth multiply-adds per row.
+- `TileTransformer` ("transformer"): 28 tile tokens (embedding of their code), pre-norm
+  encoder layers, a per-token scalar head. ~28x the FLOPs of an MLP of equal width.
+
+Both are TorchScript-able and `torch.export`-clean (no data-dependent Python control flow).
+`OracleModule` glues tokenizer + network into one module with the `OracleBatch` fields as
+inputs; it is what gets scripted, frozen and exported.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..rules.tables import N_TILES
+from .tokenizer import N_CODES, tokenize
+
+#: Networks work in units of Q/42 internally; outputs are scaled back to points.
+Q_SCALE = 42.0
+
+DEFAULT_CONFIGS = {
+    "mlp": {"arch": "mlp", "hidden": 256, "depth": 2},
+    "transformer": {"arch": "transformer", "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128},
+    # The spec's 816K-parameter transformer size, for speed comparisons.
+    "transformer816k": {"arch": "transformer", "d_model": 128, "n_layers": 4, "n_heads": 8,
+                        "d_ff": 512},
+}
+
+
+def tile_roles() -> torch.Tensor:
+    """ROLE[decl*28 + tile] in 0..N_ROLES-1: what a tile *is* under a declaration, shared
+    across declarations so what is learned about one transfers to the others.
+
+    Called-suit tiles with trump power (decl 0..7): 3*order + points class (order 0..6 within
+    the called suit by rank key; points 0/5/10 -> 0/1/2): roles 0..20. Called tiles of decl 8
+    (doubles as a suit): 21 + order. Every other tile: 28 + tile id (a plain tile).
+    """
+    from ..rules.tables import IN_CALLED, POINTS, RANK, CALLED
+
+    role = torch.zeros(10 * 28, dtype=torch.int64)
+    for d in range(10):
+        called = [t for t in range(28) if IN_CALLED[d, t]]
+        order = {t: i for i, t in enumerate(sorted(called, key=lambda t: RANK[d, CALLED, t]))}
+        for t in range(28):
+            if t in order and d <= 7:
+                role[d * 28 + t] = 3 * order[t] + int(POINTS[t]) // 5
+            elif t in order:
+                role[d * 28 + t] = 21 + order[t]
+            else:
+                role[d * 28 + t] = 28 + t
+    return role
+
+
+N_ROLES = 56
+
+
+class EmbSumMLP(nn.Module):
+    def __init__(self, hidden: int = 256, depth: int = 2, roles: int = 0):
+        super().__init__()
+        self.q_scale = Q_SCALE
+        self.use_roles = bool(roles)
+        # Role codes: role * 11 + status; an empty table when roles are off.
+        self.register_buffer("role_of", tile_roles() if roles else torch.zeros(1, dtype=torch.int64))
+        self.role_embed = nn.EmbeddingBag(N_ROLES * 11 if roles else 1, hidden, mode="sum")
+        self.embed = nn.EmbeddingBag(N_CODES, hidden, mode="sum")
+        self.bias = nn.Parameter(torch.zeros(hidden))
+        self.layers = nn.ModuleList([nn.Linear(hidden, hidden) for _ in range(depth)])
+        self.head = nn.Linear(hidden, N_TILES)
+        with torch.no_grad():  # a sum of 28 rows: keep its scale near a Linear's
+            self.embed.weight.normal_(0.0, 1.0 / 28 ** 0.5)
+            self.role_embed.weight.normal_(0.0, 1.0 / 28 ** 0.5)
+
+    def forward(self, codes: torch.Tensor, slot_tiles: torch.Tensor) -> torch.Tensor:
+        h = self.embed(codes) + self.bias
+        if self.use_roles:
+            h = h + self.role_embed(self.role_of[codes // 11] * 11 + codes % 11)
+        x = torch.relu(h)
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return self.head(x).gather(1, slot_tiles) * self.q_scale
+
+
+class _EncoderLayer(nn.Module):
+    """Pre-norm self-attention + feed-forward over the 28 tile tokens (no mask needed)."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.norm1 = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.ff1 = nn.Linear(d_model, d_ff)
+        self.ff2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n, t, d = x.shape
+        h = self.n_heads
+        qkv = self.qkv(self.norm1(x)).reshape(n, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+        att = nn.functional.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])
+        x = x + self.proj(att.transpose(1, 2).reshape(n, t, d))
+        return x + self.ff2(torch.relu(self.ff1(self.norm2(x))))
+
+
+class TileTransformer(nn.Module):
+    def __init__(self, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, d_ff: int = 128):
+        super().__init__()
+        self.q_scale = Q_SCALE
+        self.embed = nn.Embedding(N_CODES, d_model)
+        self.layers = nn.ModuleList([_EncoderLayer(d_model, n_heads, d_ff)
+                                     for _ in range(n_layers)])
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, 1)
+
+    def forward(self, codes: torch.Tensor, slot_tiles: torch.Tensor) -> torch.Tensor:
+        x = self.embed(codes)
+        for layer in self.layers:
+            x = layer(x)
+        per_tile = self.head(self.norm(x)).squeeze(-1)                       # [N, 28]
+        return per_tile.gather(1, slot_tiles) * self.q_scale
+
+
+def build_network(config: dict) -> nn.Module:
+    """A fresh network from a config dict ({"arch": "mlp"|"transformer", sizes...})."""
+    arch = config.get("arch")
+    sizes = {k: int(v) for k, v in config.items() if k != "arch"}
+    if arch == "mlp":
+        return EmbSumMLP(**sizes)
+    if arch == "transformer":
+        return TileTransformer(**sizes)
+    raise ValueError(f"unknown oracle architecture {arch!r} (expected 'mlp' or 'transformer')")
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+class OracleModule(nn.Module):
+    """Tokenizer + network: OracleBatch fields -> Q [N, 7] (points, actor frame)."""
+
+    def __init__(self, network: nn.Module):
+        super().__init__()
+        self.network = network
+
+    def forward(self, hands: torch.Tensor, remaining: torch.Tensor, decl: torch.Tensor,
+                trick: torch.Tensor, actor: torch.Tensor) -> torch.Tensor:
+        codes = tokenize(hands, remaining, decl, trick, actor)
+        rows = torch.arange(hands.shape[0], device=hands.device)
+        slot_tiles = hands[rows, actor].clamp(min=0)
+        return self.network(codes, slot_tiles)
+
+
+def script_module(network: nn.Module, freeze: bool = True) -> torch.jit.ScriptModule:
+    """TorchScript (frozen by default) of `OracleModule(network)` in eval mode."""
+    module = torch.jit.script(OracleModule(network).eval())
+    return torch.jit.freeze(module) if freeze else module
+
+
+class NetworkOracle:
+    """`Oracle` protocol on a trained network: q [N,7] float32 actor frame, legal [N,7].
+
+    `module` is an `OracleModule` (eager) or its TorchScript; queries run under no_grad on
+    `device`, and the results come back on the batch's device.
+    """
+
+    def __init__(self, module, device="cpu", config: dict | None = None):
+        self.module = module
+        self.device = torch.device(device)
+        self.config = dict(config or {})
+
+    def query(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        from .protocol import legal_slots
+
+        src = batch.hands.device
+        b = batch.to(self.device) if src != self.device else batch
+        with torch.no_grad():
+            q = self.module(b.hands, b.remaining, b.decl, b.trick, b.actor)
+        legal = legal_slots(b)
+        return q.float().to(src), legal.to(src)

@@ -1,0 +1,245 @@
+"""Train an oracle network on solver-labelled shards (see dataset.py).
+
+Loss: mean squared error of Q/42 over the legal slots of each row. Adam(W), linear warm-up
+then cosine decay to `min_lr_frac` * lr at `steps`. Each step draws `batch` rows uniformly
+(with replacement) from the train split with a generator keyed by mix_seed(seed, step), so a
+run is a pure function of (data, arguments, seed) and resuming from a checkpoint continues
+the same sequence. With `follow`, new shards written by a running generator are picked up
+every `reload_every` steps (then the run also depends on when they arrived).
+
+Run directory:
+    checkpoint.safetensors  model + optimizer state + history (atomic; resumed automatically)
+    best.safetensors        weights (weights.py format) with the best validation q_gap
+    last.safetensors        weights at the latest evaluation
+    history.jsonl           one JSON line per evaluation (the learning curve)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..rules.deal import mix_seed
+from ..utils.atomic import atomic_save_safetensors, atomic_write_text
+from .dataset import COLUMNS, SPLITS, shard_paths
+from .evaluate import fidelity
+from .network import DEFAULT_CONFIGS, Q_SCALE, build_network, count_parameters
+from .tokenizer import actor_slot_tiles, tokenize
+from .weights import save_weights
+
+
+@dataclass
+class TrainConfig:
+    data: str
+    run: str
+    arch: dict = field(default_factory=lambda: dict(DEFAULT_CONFIGS["mlp"]))
+    steps: int = 20000
+    batch: int = 1024
+    lr: float = 2e-3
+    weight_decay: float = 0.0
+    warmup: int = 500
+    min_lr_frac: float = 0.05
+    seed: int = 0
+    val_rows: int = 50000
+    eval_every: int = 1000
+    ckpt_every: int = 1000
+    follow: bool = False
+    reload_every: int = 2000
+    max_shards: int | None = None
+    device: str = "cpu"
+
+
+class ShardCache:
+    """Tokenized rows of every shard read so far, split into train and val (int16 codes)."""
+
+    def __init__(self, directory, max_shards: int | None = None):
+        self.directory = Path(directory)
+        self.max_shards = max_shards
+        self.parts: dict[str, dict[str, dict[str, torch.Tensor]]] = {}
+        self.hashes: dict[str, str] = {}
+
+    def refresh(self) -> bool:
+        """Read shards not seen yet; True when something was added."""
+        from safetensors.numpy import load
+
+        added = False
+        for p in shard_paths(self.directory)[:self.max_shards]:
+            if p.name in self.parts:
+                continue
+            raw = p.read_bytes()
+            try:
+                cols = load(raw)
+            except Exception as e:
+                raise ValueError(f"cannot read oracle data shard {p}: {e}") from e
+            self.hashes[p.name] = hashlib.sha256(raw).hexdigest()[:16]
+            self.parts[p.name] = {s: prepare_rows(cols, cols["split"] == i)
+                                  for i, s in enumerate(SPLITS) if s != "test"}
+            added = True
+        if not self.parts:
+            raise FileNotFoundError(f"no shard_*.safetensors files in {self.directory}")
+        return added
+
+    def split(self, name: str) -> dict[str, torch.Tensor]:
+        parts = [self.parts[k][name] for k in sorted(self.parts)]
+        return {c: torch.cat([p[c] for p in parts]) for c in parts[0]}
+
+    def data_hash(self) -> str:
+        """Same value as dataset.data_hash over the shards read (from cached file hashes)."""
+        h = hashlib.sha256()
+        for name in sorted(self.hashes):
+            h.update(f"{name}:{self.hashes[name]};".encode())
+        return h.hexdigest()[:16]
+
+
+def prepare_rows(cols: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, torch.Tensor]:
+    """Shard columns -> compact training tensors: codes int16 [R,28], slot tiles int8 [R,7],
+    q float32 [R,7], legal bool [R,7], depth int8 [R]."""
+    t = {c: torch.from_numpy(np.ascontiguousarray(cols[c][keep])) for c in COLUMNS}
+    hands, actor = t["hands"].long(), t["actor"].long()
+    codes = tokenize(hands, t["remaining"].long(), t["decl"].long(), t["trick"].long(), actor)
+    return {"codes": codes.to(torch.int16), "slots": actor_slot_tiles(hands, actor).to(torch.int8),
+            "q": t["q"], "legal": t["legal"], "depth": t["depth"]}
+
+
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    frac = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
+    return cfg.lr * (cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def masked_mse(pred: torch.Tensor, q: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+    """Mean over legal slots of ((pred - q) / 42)^2."""
+    err = ((pred - q) / Q_SCALE) ** 2 * legal
+    return err.sum() / legal.sum().clamp(min=1)
+
+
+def evaluate_rows(network, rows: dict[str, torch.Tensor], device, chunk: int = 8192) -> dict:
+    network.eval()
+    preds = []
+    with torch.no_grad():
+        for s in range(0, len(rows["q"]), chunk):
+            preds.append(network(rows["codes"][s:s + chunk].to(device).long(),
+                                 rows["slots"][s:s + chunk].to(device).long()).cpu())
+    network.train()
+    pred = torch.cat(preds)
+    m = fidelity(pred, rows["q"], rows["legal"], rows["depth"])
+    m["loss"] = float(masked_mse(pred, rows["q"], rows["legal"]))
+    return m
+
+
+# ------------------------------------------------------------------ checkpoints
+def save_checkpoint(path: Path, network, optimizer, step: int, state: dict) -> None:
+    tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in network.state_dict().items()}
+    opt = optimizer.state_dict()
+    for pid, st in opt["state"].items():
+        for k, v in st.items():
+            tensors[f"optim.{pid}.{k}"] = torch.as_tensor(v).detach().cpu().contiguous()
+    meta = {"step": str(step), "state": json.dumps(state),
+            "param_groups": json.dumps(opt["param_groups"])}
+    atomic_save_safetensors(tensors, path, metadata=meta)
+
+
+def load_checkpoint(path: Path, network, optimizer) -> tuple[int, dict]:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata()
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except Exception as e:
+        raise ValueError(f"cannot read training checkpoint {path}: {e}") from e
+    network.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    opt_state: dict = {}
+    for k, v in tensors.items():
+        if k.startswith("optim."):
+            _, pid, name = k.split(".", 2)
+            opt_state.setdefault(int(pid), {})[name] = v
+    optimizer.load_state_dict({"state": opt_state, "param_groups": json.loads(meta["param_groups"])})
+    return int(meta["step"]), json.loads(meta["state"])
+
+
+# ------------------------------------------------------------------ the loop
+def train(cfg: TrainConfig, log=print) -> dict:
+    """Train (or resume) per `cfg`; returns the last evaluation's metrics."""
+    from ..utils.progress import Progress
+
+    run = Path(cfg.run)
+    run.mkdir(parents=True, exist_ok=True)
+    device = torch.device(cfg.device)
+    torch.manual_seed(cfg.seed)
+    network = build_network(cfg.arch).to(device)
+    optimizer = torch.optim.AdamW(network.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    ckpt = run / "checkpoint.safetensors"
+    state = {"rows_seen": 0, "best_q_gap": None, "history": [], "wall_s": 0.0,
+             "config": asdict(cfg)}
+    step = 0
+    if ckpt.exists():
+        step, state = load_checkpoint(ckpt, network, optimizer)
+        log(f"resumed {ckpt} at step {step} ({state['rows_seen']} rows seen)", flush=True)
+    atomic_write_text(run / "config.json", json.dumps(asdict(cfg), indent=1) + "\n")
+
+    cache = ShardCache(cfg.data, cfg.max_shards)
+    cache.refresh()
+    train_rows = cache.split("train")
+    val_rows = {c: v[:cfg.val_rows] for c, v in cache.split("val").items()}
+    log(f"{count_parameters(network)} parameters ({cfg.arch}); {len(train_rows['q'])} train rows, "
+        f"{len(val_rows['q'])} val rows from {len(cache.parts)} shards", flush=True)
+
+    metrics: dict = {}
+    t_start, wall0 = time.perf_counter(), state["wall_s"]
+    bar = Progress(total=cfg.steps, desc="train-oracle", unit="steps")
+    bar.update(step)
+    network.train()
+    while step < cfg.steps:
+        if cfg.follow and step % cfg.reload_every == 0 and step > 0 and cache.refresh():
+            train_rows = cache.split("train")
+            log(f"step {step}: reloaded, {len(train_rows['q'])} train rows", flush=True)
+        n = len(train_rows["q"])
+        gen = torch.Generator().manual_seed(mix_seed(cfg.seed, step))
+        idx = torch.randint(n, (cfg.batch,), generator=gen)
+        codes = train_rows["codes"][idx].to(device).long()
+        slots = train_rows["slots"][idx].to(device).long()
+        q, legal = train_rows["q"][idx].to(device), train_rows["legal"][idx].to(device)
+        for g in optimizer.param_groups:
+            g["lr"] = lr_at(cfg, step)
+        loss = masked_mse(network(codes, slots), q, legal)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        step += 1
+        state["rows_seen"] += cfg.batch
+        loss_value = loss.item()
+        bar.update(1, loss=loss_value)
+        last = step == cfg.steps
+        if step % cfg.eval_every == 0 or last:
+            metrics = evaluate_rows(network, val_rows, device)
+            state["wall_s"] = wall0 + time.perf_counter() - t_start
+            point = {"step": step, "rows_seen": state["rows_seen"], "train_rows": n,
+                     "wall_s": round(state["wall_s"], 1), "train_loss": loss_value,
+                     **{k: metrics[k] for k in ("loss", "q_mae", "q_gap", "q_gap_multi",
+                                                "accuracy", "blunder_rate")}}
+            state["history"].append(point)
+            atomic_write_text(run / "history.jsonl",
+                              "".join(json.dumps(h) + "\n" for h in state["history"]))
+            bar.set_postfix(loss=loss_value, val_gap=metrics["q_gap"], val_mae=metrics["q_mae"])
+            train_info = {"seed": cfg.seed, "step": step, "rows_seen": state["rows_seen"],
+                          "train_rows": n, "wall_s": round(state["wall_s"], 1),
+                          "batch": cfg.batch, "lr": cfg.lr, "data": str(cfg.data)}
+            val_metrics = {"split": "val", **{k: v for k, v in metrics.items() if k != "per_trick"}}
+            dh = cache.data_hash()
+            save_weights(run / "last.safetensors", network, cfg.arch, dh, val_metrics, train_info)
+            if state["best_q_gap"] is None or metrics["q_gap"] < state["best_q_gap"]:
+                state["best_q_gap"] = metrics["q_gap"]
+                save_weights(run / "best.safetensors", network, cfg.arch, dh, val_metrics, train_info)
+        if step % cfg.ckpt_every == 0 or last:
+            state["wall_s"] = wall0 + time.perf_counter() - t_start
+            save_checkpoint(ckpt, network, optimizer, step, state)
+    bar.close()
+    return metrics

@@ -1,0 +1,119 @@
+"""Oracle weights as safetensors files with the config in the metadata (never pickled).
+
+Metadata keys (all strings, as safetensors requires):
+    format                "eqfast-oracle"
+    format_version        "1"
+    token_layout_version  tokenizer.TOKEN_LAYOUT_VERSION the network was trained on
+    config                JSON: the architecture config passed to `build_network`
+    data_hash             hash of the training shards (dataset.data_hash)
+    metrics               JSON: evaluation figures at save time (may be "{}")
+    train                 JSON: training settings (seed, steps, rows seen, wall time, ...)
+
+Loading checks every one of these and the tensor names/shapes against the config, and
+raises `OracleWeightsError` naming the file and the problem.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from ..utils.atomic import atomic_write_bytes
+from .network import NetworkOracle, OracleModule, build_network, script_module
+from .tokenizer import TOKEN_LAYOUT_VERSION
+
+FORMAT = "eqfast-oracle"
+FORMAT_VERSION = 1
+DEFAULT_MODEL = Path(__file__).resolve().parent.parent / "models" / "default.safetensors"
+
+
+class OracleWeightsError(ValueError):
+    """A weights file is missing, unreadable or does not match what the code expects."""
+
+
+def save_weights(path, network: torch.nn.Module, config: dict, data_hash: str = "",
+                 metrics: dict | None = None, train: dict | None = None) -> None:
+    """Write `network`'s parameters and metadata to `path` atomically (temp + os.replace)."""
+    from safetensors.torch import save
+
+    tensors = {k: v.detach().cpu().contiguous() for k, v in network.state_dict().items()}
+    meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION),
+            "token_layout_version": str(TOKEN_LAYOUT_VERSION), "config": json.dumps(config),
+            "data_hash": data_hash, "metrics": json.dumps(metrics or {}),
+            "train": json.dumps(train or {})}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, save(tensors, metadata=meta))
+
+
+def read_weights(path) -> tuple[dict[str, torch.Tensor], dict]:
+    """(tensors, metadata with config/metrics/train decoded) after checking the header."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise OracleWeightsError(f"oracle weights file {path} does not exist")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            raw = dict(f.metadata() or {})
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except Exception as e:  # safetensors raises its own error types for bad headers/lengths
+        raise OracleWeightsError(f"oracle weights file {path} is not a readable safetensors "
+                                 f"file (truncated or corrupt?): {e}") from e
+    if raw.get("format") != FORMAT:
+        raise OracleWeightsError(f"oracle weights file {path}: metadata 'format' is "
+                                 f"{raw.get('format')!r}, expected {FORMAT!r}")
+    for key, want in (("format_version", FORMAT_VERSION),
+                      ("token_layout_version", TOKEN_LAYOUT_VERSION)):
+        if raw.get(key) != str(want):
+            raise OracleWeightsError(f"oracle weights file {path}: metadata {key!r} is "
+                                     f"{raw.get(key)!r}, this code needs {want!r}")
+    meta = dict(raw)
+    for key in ("config", "metrics", "train"):
+        try:
+            meta[key] = json.loads(raw.get(key, "{}"))
+        except json.JSONDecodeError as e:
+            raise OracleWeightsError(f"oracle weights file {path}: metadata {key!r} is not "
+                                     f"valid JSON: {e}") from e
+    return tensors, meta
+
+
+def load_network(path) -> tuple[torch.nn.Module, dict]:
+    """(network in eval mode, metadata) from a weights file; strict about names and shapes."""
+    tensors, meta = read_weights(path)
+    try:
+        network = build_network(meta["config"])
+    except (TypeError, ValueError) as e:
+        raise OracleWeightsError(f"oracle weights file {path}: bad 'config' "
+                                 f"{meta['config']!r}: {e}") from e
+    expected = network.state_dict()
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    if missing or unexpected:
+        raise OracleWeightsError(f"oracle weights file {path} does not match its config: "
+                                 f"missing tensors {missing}, unexpected tensors {unexpected}")
+    for name, want in expected.items():
+        got = tensors[name]
+        if got.shape != want.shape or got.dtype != want.dtype:
+            raise OracleWeightsError(f"oracle weights file {path}: tensor {name!r} is "
+                                     f"{got.dtype}{list(got.shape)}, the config needs "
+                                     f"{want.dtype}{list(want.shape)}")
+        if got.is_floating_point() and not bool(torch.isfinite(got).all()):
+            raise OracleWeightsError(f"oracle weights file {path}: tensor {name!r} has "
+                                     f"non-finite values")
+    network.load_state_dict(tensors)
+    return network.eval(), meta
+
+
+def load_oracle(path, device="cpu", script: bool = True) -> NetworkOracle:
+    """A NetworkOracle on the weights at `path` (frozen TorchScript by default, else eager)."""
+    network, meta = load_network(path)
+    network = network.to(device)
+    module = script_module(network) if script else OracleModule(network).eval()
+    return NetworkOracle(module, device=device, config=meta)
+
+
+def load_default_oracle(device="cpu", script: bool = True) -> NetworkOracle:
+    """The oracle shipped in the package (eqfast/models/default.safetensors)."""
+    return load_oracle(DEFAULT_MODEL, device=device, script=script)
