@@ -64,6 +64,7 @@ def test_recompute_json_shape_and_finite_z(dataset, capsys):
     zs = [z for r in rep["records"] for z in r["z"]]
     assert len(zs) == rep["n_moves"] > 0 and all(math.isfinite(z) for z in zs)
     assert rep["mean_abs_z"] < 2.5
+    assert rep["max_abs_z_enumerated"] is None or rep["max_abs_z_enumerated"] < 1e-3
     assert {"mean_abs_z", "frac_abs_z_gt_3", "max_abs_z", "flagged"} <= set(rep)
 
 

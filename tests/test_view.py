@@ -2,7 +2,6 @@
 navigation helpers, and clear errors (exit 2) for bad paths and corrupted shards."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -56,7 +55,8 @@ def test_print_shows_hand_chosen_move_and_transcript(dataset, capsys):
     # transcript: 9 plays = trick 1, 2 complete, trick 3 with one play, in play order
     lines = out.splitlines()
     t1 = next(line for line in lines if "trick 1:" in line)
-    assert [w for w in t1.split() if "-" in w and w[0].isdigit()] == [tile_name(t) for t in plays[:4]]
+    names = [w for w in t1.split() if "-" in w and w[0].isdigit()]
+    assert names == [tile_name(t) for t in plays[:4]]
     assert "trick 3:" in out and "(in progress)" in out and "trick 4:" not in out
     decl = int(tokens[0, 6])
     assert DECL_NAMES[decl] in lines[0] and "decision 9" in lines[0]

@@ -182,7 +182,8 @@ def debug_lines(records: DecisionRecords, i: int, hand, max_worlds: int | None) 
              "Q per legal move",
              "   world    weight  " + "".join(f"{tile_name(hand[k]):>8}" for k in cols)]
     for n in shown:
-        lines.append(f"  {n:6d}  {float(w[n]):8.5f}  " + "".join(f"{float(q[n, k]):+8.2f}" for k in cols))
+        qs = "".join(f"{float(q[n, k]):+8.2f}" for k in cols)
+        lines.append(f"  {n:6d}  {float(w[n]):8.5f}  {qs}")
     check = (w[:, None] * q).sum(0)
     lines.append("  weighted mean    " + "".join(f"{float(check[k]):+8.2f}" for k in cols))
     return lines
@@ -281,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="eqfast-view", description="Terminal viewer of eqfast decision records "
         "(transcript by trick, hand, E[Q] +- sigma per legal move, diagnostics).")
-    p.add_argument("path", type=Path, help="a shard (.safetensors/.json/.pt) or a dataset directory")
+    p.add_argument("path", type=Path,
+                   help="a shard (.safetensors/.json/.pt) or a dataset directory")
     p.add_argument("--split", default="all", help="dataset directory: train, val, test or all")
     p.add_argument("--print", dest="n_print", type=int, default=None, metavar="N",
                    help="print N records to stdout and exit (no curses)")

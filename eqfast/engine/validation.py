@@ -66,10 +66,10 @@ import torch
 from ..data.schema import DecisionRecords
 from ..rules.batched import BatchedGames
 from ..rules.deal import deal_from_seed
-from ..rules.tables import HAND_SIZE, N_SEATS
+from ..rules.tables import N_SEATS
 from .pipeline import N_DECISIONS, Engine, EngineConfig
 from .posterior import PosteriorConfig
-from .transcript import F_DECL, F_HIGH, F_LOW, F_PLAYER, F_TYPE, TYPE_HAND, TYPE_PLAY, transcript_tokens
+from .transcript import F_DECL, F_HIGH, F_LOW, F_PLAYER, F_TYPE, TYPE_PLAY, transcript_tokens
 
 #: standard-error floor (points) in the recompute z score; see the module doc
 SE_FLOOR = 0.01
@@ -97,12 +97,6 @@ def transcript_plays(tokens: torch.Tensor, length: int) -> tuple[list[int], list
     return tiles.tolist(), live[is_play, F_PLAYER].long().tolist()
 
 
-def hand_tiles(tokens: torch.Tensor, length: int) -> list[int]:
-    """The actor's current hand (tile ids, hand-token order = the per-slot field order)."""
-    live = tokens[:length]
-    return _token_tiles(live)[live[:, F_TYPE] == TYPE_HAND].tolist()
-
-
 def _describe(records: DecisionRecords, i: int) -> str:
     return (f"record (game_idx {int(records['game_idx'][i])}, seed {int(records['seed'][i])}, "
             f"decision {int(records['decision_idx'][i])})")
@@ -120,7 +114,8 @@ def replay_to_decision(records: DecisionRecords, device="cpu") -> BatchedGames:
     """
     d = torch.unique(records["decision_idx"])
     if len(d) != 1:
-        raise ValueError(f"replay_to_decision: records must share one decision_idx, got {d.tolist()}")
+        raise ValueError("replay_to_decision: records must share one decision_idx, "
+                         f"got {d.tolist()}")
     d = int(d[0])
     tokens, lengths = records["transcript_tokens"], records["transcript_lengths"]
     seeds = records["seed"].tolist()
@@ -208,10 +203,6 @@ def _std_err2(r: DecisionRecords) -> torch.Tensor:
     return torch.where(r["enumerated"][:, None], torch.zeros_like(se2), se2)
 
 
-def _finite_or_none(x: float):
-    return x if math.isfinite(x) else None
-
-
 # ---------------------------------------------------------------------------- (a) recompute
 def recompute_z(records: DecisionRecords, fresh: DecisionRecords) -> torch.Tensor:
     """z [R, 7] float64 per slot (NaN at illegal slots); see the module doc."""
@@ -240,11 +231,20 @@ def recompute_report(records: DecisionRecords, fresh: DecisionRecords, indices=N
             "z": [float(v) for v in zk],
         })
     flagged = [r for r in per_record if r["max_abs_z"] > Z_FLAG]
+    # N(0, 1) is the reference for sampled decisions only; enumerated ones should give ~0
+    both = records["enumerated"][:, None] | fresh["enumerated"][:, None]
+    sampled = z.abs()[legal & ~both]
+    enumerated = z.abs()[legal & both]
     return {
         "n_records": len(records), "n_moves": int(absz.numel()), "fresh_seed": seed,
         "mean_abs_z": float(absz.mean()) if absz.numel() else None,
         "frac_abs_z_gt_3": float((absz > Z_FLAG).double().mean()) if absz.numel() else None,
         "max_abs_z": float(absz.max()) if absz.numel() else None,
+        "n_moves_sampled": int(sampled.numel()),
+        "mean_abs_z_sampled": float(sampled.mean()) if sampled.numel() else None,
+        "frac_abs_z_gt_3_sampled": (float((sampled > Z_FLAG).double().mean())
+                                    if sampled.numel() else None),
+        "max_abs_z_enumerated": float(enumerated.max()) if enumerated.numel() else None,
         "n_flagged_records": len(flagged),
         "flagged": [{k: r[k] for k in ("index", "game_idx", "decision_idx", "max_abs_z")}
                     for r in flagged],
@@ -255,54 +255,65 @@ def recompute_report(records: DecisionRecords, fresh: DecisionRecords, indices=N
 # ---------------------------------------------------------------------------- (b) outcomes
 def realized_values(records: DecisionRecords, device="cpu") -> tuple[torch.Tensor, dict]:
     """(realized [R] float64, info): value to go of each record's game from its decision, in
-    the actor frame; NaN for records of incomplete games (info counts them)."""
-    realized = torch.full((len(records),), float("nan"), dtype=torch.float64)
-    game = records["game_idx"]
-    last_rows, complete_games = [], []
-    for g in torch.unique(game).tolist():
-        rows = torch.nonzero(game == g)[:, 0]
-        last = rows[torch.argmax(records["decision_idx"][rows])]
-        if int(records["decision_idx"][last]) == N_DECISIONS - 1:
-            last_rows.append(int(last))
-            complete_games.append(g)
-    info = {"n_games": int(torch.unique(game).numel()), "n_complete_games": len(complete_games)}
-    if not last_rows:
+    the actor frame; NaN for records of incomplete games (info counts them).
+
+    A game is complete when its decision-27 record is present: its transcript is
+    [decl, the last tile in hand, the 27 earlier plays] and its action plays that last
+    tile, so it holds the whole play sequence.
+    """
+    R = len(records)
+    realized = torch.full((R,), float("nan"), dtype=torch.float64)
+    games_u, game_of = torch.unique(records["game_idx"], return_inverse=True)
+    is_last = records["decision_idx"] == N_DECISIONS - 1
+    # one decision-27 row per game (any one, should a game appear twice)
+    last_of_game = torch.full((len(games_u),), -1, dtype=torch.int64)
+    rows = torch.nonzero(is_last)[:, 0]
+    last_of_game[game_of[rows.flip(0)]] = rows.flip(0)
+    complete = last_of_game >= 0
+    info = {"n_games": len(games_u), "n_complete_games": int(complete.sum())}
+    if not bool(complete.any()):
         return realized, info
-    last = records.select(torch.tensor(last_rows))
-    seqs = []
-    for i in range(len(last)):
-        tiles, _ = transcript_plays(last["transcript_tokens"][i], int(last["transcript_lengths"][i]))
-        hand = hand_tiles(last["transcript_tokens"][i], int(last["transcript_lengths"][i]))
-        seqs.append(tiles + [hand[int(last["action_taken"][i])]])
-    seqs = torch.tensor(seqs, dtype=torch.int64, device=device)
-    # replay every complete game from its deal, keeping the score before each play
+    last = records.select(last_of_game[complete])
+    tokens = last["transcript_tokens"]
+    tiles = _token_tiles(tokens)
+    if bool((last["transcript_lengths"] != 2 + N_DECISIONS - 1).any()):
+        raise ReplayError("a decision-27 record whose transcript does not hold 27 plays")
+    seqs = torch.cat([tiles[:, 2:2 + N_DECISIONS - 1], tiles[:, 1:2]], dim=1).to(device)
+    # replay every complete game from its deal, keeping the score before each play;
+    # the first leader is the seat of play 0 (token 2)
     hands = np.stack([deal_from_seed(s) for s in last["seed"].tolist()]).astype(np.int64)
-    leader = [(int(last["actor"][i]) + transcript_plays(
-        last["transcript_tokens"][i], int(last["transcript_lengths"][i]))[1][0]) % N_SEATS
-        for i in range(len(last))]
-    games = BatchedGames.new(hands, last["transcript_tokens"][:, 0, F_DECL].long(),
-                             torch.tensor(leader), device=device)
-    score_before = torch.zeros(len(last), N_DECISIONS, dtype=torch.int64)
-    actor_at = torch.zeros(len(last), N_DECISIONS, dtype=torch.int64)
+    leader = (last["actor"].long() + tokens[:, 2, F_PLAYER].long()) % N_SEATS
+    games = BatchedGames.new(hands, tokens[:, 0, F_DECL].long(), leader, device=device)
+    G = len(last)
+    score_before = torch.zeros(G, N_DECISIONS, dtype=torch.int64)
+    actor_at = torch.zeros(G, N_DECISIONS, dtype=torch.int64)
     for j in range(N_DECISIONS):
         score_before[:, j] = games.score().cpu()
         actor_at[:, j] = games.current_player.cpu()
         try:
             games = games.play_tile(seqs[:, j])
         except ValueError as e:
-            raise ReplayError(f"full replay, play {j}: {e}") from None
+            raise ReplayError(f"full replay, play {j}: {e} (records do not match their "
+                              "seeds' deals)") from None
     final = games.score().cpu()
-    slot_of_game = {g: k for k, g in enumerate(complete_games)}
-    for r in range(len(records)):
-        k = slot_of_game.get(int(game[r]))
-        if k is None:
-            continue
-        d = int(records["decision_idx"][r])
-        if int(actor_at[k, d]) != int(records["actor"][r]):
-            raise ReplayError(f"{_describe(records, r)}: actor {int(records['actor'][r])} differs "
-                              f"from the replayed game's ({int(actor_at[k, d])})")
-        sign = 1.0 if int(actor_at[k, d]) % 2 == 0 else -1.0
-        realized[r] = sign * float(final[k] - score_before[k, d])
+
+    # every record of a complete game: same actor and same move as the replayed game
+    k_of_game = torch.cumsum(complete.long(), 0) - 1
+    has = complete[game_of]
+    r_idx = torch.nonzero(has)[:, 0]
+    k = k_of_game[game_of[r_idx]]
+    d = records["decision_idx"][r_idx]
+    actor = actor_at[k, d]
+    pos = (1 + records["action_taken"][r_idx]).clamp(max=tiles.shape[1] - 1)
+    rec_tiles = _token_tiles(records["transcript_tokens"][r_idx])
+    taken = rec_tiles.gather(1, pos[:, None])[:, 0]
+    bad = (actor != records["actor"][r_idx].long()) | (taken != seqs.cpu()[k, d])
+    if bool(bad.any()):
+        r = int(r_idx[torch.nonzero(bad)[0]])
+        raise ReplayError(f"{_describe(records, r)}: actor or move taken differs from its "
+                          "game's decision-27 transcript")
+    sign = torch.where(actor % 2 == 0, 1.0, -1.0).double()
+    realized[r_idx] = sign * (final[k] - score_before[k, d]).double()
     return realized, info
 
 
