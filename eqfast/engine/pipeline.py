@@ -271,14 +271,14 @@ class Engine:
         g_of_u = torch.div(rep, n, rounding_mode="floor")
         step_ok = prefix.valid[g_of_u]                                     # [U, K]
         rows = (rep[:, None] * K + torch.arange(K, device=rep.device))[step_ok]
-        with stage("posterior"):
+        with stage("oracle"):
             q_u = torch.zeros(len(rep), K, 7, device=self.device)
             l_u = torch.zeros(len(rep), K, 7, dtype=torch.bool, device=self.device)
             if len(rows):
-                # a (world, step) row is keyed by its flat row id within this decision
                 qk, lk = _chunked_query(self.oracle, prefix.batch.select(rows), cfg_chunk(cfg))
                 self.oracle_rows += len(rows)
                 q_u[step_ok], l_u[step_ok] = qk.to(q_u.dtype), lk
+        with stage("posterior"):
             q_past = q_u[inverse].view(G, n, K, 7)
             legal_past = l_u[inverse].view(G, n, K, 7)
             logw, diag = posterior_log_weights(q_past, legal_past, prefix.observed_slot,
