@@ -6,5 +6,6 @@ Each kernel module has the same call signature as its pure-PyTorch reference in
 """
 from .moments import weighted_moments
 from .sampling import sample_worlds
+from .tokenize import tokenize_worlds
 
-__all__ = ["sample_worlds", "weighted_moments"]
+__all__ = ["sample_worlds", "tokenize_worlds", "weighted_moments"]
