@@ -143,3 +143,11 @@ def test_rejects_bad_inputs():
         eqfast.kernels.tokenize_worlds(games, info, bad_dtype)
     with pytest.raises(ValueError, match="decisions"):
         eqfast.kernels.tokenize_worlds(games.select(slice(0, 1)), info, sample)
+
+
+def test_no_decisions():
+    games = random_games(2, 5, plays=(3, 3)).select(slice(0, 0))
+    info, sample = sample_for(games, 4)
+    for codes, slots in (reference_tokenize_worlds(games, info, sample),
+                         eqfast.kernels.tokenize_worlds(games, info, sample)):
+        assert codes.shape == (0, 28) and slots.shape == (0, 7) and codes.dtype == torch.int64

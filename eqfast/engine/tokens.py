@@ -23,6 +23,7 @@ import torch
 
 from ..oracle.tokenizer import actor_slot_tiles, tokenize_batch
 from ..rules.batched import BatchedGames
+from ..rules.tables import HAND_SIZE, N_TILES
 from .public import HiddenInfo
 from .sampling import WorldSample
 from .worlds import build_oracle_batch
@@ -31,5 +32,9 @@ from .worlds import build_oracle_batch
 def tokenize_worlds(games: BatchedGames, info: HiddenInfo,
                     sample: WorldSample) -> tuple[torch.Tensor, torch.Tensor]:
     """(codes [G*N, 28] int64, slot_tiles [G*N, 7] int64) of every world of every decision."""
+    G, N = sample.owner.shape[:2]
+    if G * N == 0:   # `tokenize` cannot reshape an empty batch; no rows, no codes
+        empty = lambda width: torch.empty(0, width, dtype=torch.int64, device=info.device)
+        return empty(N_TILES), empty(HAND_SIZE)
     batch = build_oracle_batch(games, info, sample)
     return tokenize_batch(batch), actor_slot_tiles(batch.hands, batch.actor)
