@@ -30,6 +30,8 @@ from typing import NamedTuple
 
 import torch
 
+from ..utils.checks import host_checks
+
 from ..utils.rng import uniform_float
 
 MODE_GREEDY, MODE_BOLTZMANN, MODE_EPSILON, MODE_BLUNDER = 0, 1, 2, 3
@@ -80,7 +82,7 @@ def select_actions(e_q: torch.Tensor, legal: torch.Tensor, cfg: ExplorationConfi
         raise ValueError(f"e_q and legal must both be [G, K], got {tuple(e_q.shape)} "
                          f"and {tuple(legal.shape)}")
     legal = legal.bool()
-    if bool((~legal.any(1)).any()):
+    if host_checks() and bool((~legal.any(1)).any()):
         g = int(torch.nonzero(~legal.any(1))[0])
         raise ValueError(f"select_actions: decision {g} has no legal move")
     G = e_q.shape[0]

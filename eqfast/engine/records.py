@@ -44,6 +44,37 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
     store the per-world debug fields.
     """
     G = games.batch_size
+    wanted = rows.bool() if rows is not None else torch.ones(G, dtype=torch.bool,
+                                                             device=games.device)
+    slot_of_pos = current_hand_order(games)
+    chosen = slot_of_pos == selection.slot[:, None]
+    if bool((wanted & ~chosen.any(1)).any()):
+        g = int(torch.nonzero(wanted & ~chosen.any(1))[0])
+        raise ValueError(f"records_from_step: game {g}: selected slot {int(selection.slot[g])} "
+                         "is not in the actor's current hand")
+    if (world_q is None) != (logw is None):
+        raise ValueError("records_from_step: give both world_q and logw, or neither")
+    seeds = torch.as_tensor(seeds, dtype=torch.int64)
+    split = split_of_seed(seeds).to(games.device)
+    tensors = record_tensors(games, moments, legal, selection, n_worlds=n_worlds,
+                             enumerated=enumerated, game_idx=game_idx,
+                             seeds=seeds.to(games.device), split=split,
+                             world_q=world_q, logw=logw)
+    tensors = {k: v.contiguous().cpu() for k, v in tensors.items()}
+    records = DecisionRecords(tensors)
+    return records.select(rows.cpu()) if rows is not None else records
+
+
+def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Selection, *,
+                   n_worlds, enumerated, game_idx, seeds, split, world_q=None, logw=None
+                   ) -> dict[str, torch.Tensor]:
+    """The record fields of one decision step as tensors on the games' device.
+
+    Pure device work (no checks, no host reads), so the graph path can keep a whole batch
+    of decisions on the device and copy it to the host once; `records_from_step` is the
+    checked eager entry. seeds and split are [G] tensors on the device.
+    """
+    G = games.batch_size
     slot_of_pos = current_hand_order(games)
     tokens, lengths = transcript_tokens(games)
     legal = legal.bool()
@@ -51,14 +82,6 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
     e_q_var = _to_current_order(moments.var.float(), slot_of_pos, 0.0)
     legal_cur = _to_current_order(legal, slot_of_pos, False)
     chosen = slot_of_pos == selection.slot[:, None]
-    wanted = rows.bool() if rows is not None else torch.ones(G, dtype=torch.bool,
-                                                             device=games.device)
-    if bool((wanted & ~chosen.any(1)).any()):
-        g = int(torch.nonzero(wanted & ~chosen.any(1))[0])
-        raise ValueError(f"records_from_step: game {g}: selected slot {int(selection.slot[g])} "
-                         "is not in the actor's current hand")
-    seeds = torch.as_tensor(seeds, dtype=torch.int64)
-    split = split_of_seed(seeds).to(games.device)
     as64 = lambda x: torch.as_tensor(x, dtype=torch.int64, device=games.device).expand(G)
     tensors = {
         "transcript_tokens": tokens,
@@ -70,7 +93,7 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
         "game_idx": as64(game_idx),
         "decision_idx": games.n_plays.long(),
         "train_mask": split == SPLIT_TRAIN,
-        "split": split,
+        "split": split.to(torch.int8),
         "u_mean": moments.u_mean.float(),
         "u_max": moments.u_max.float(),
         "ess": moments.ess.float(),
@@ -80,16 +103,12 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
         "n_worlds": as64(n_worlds),
         "enumerated": torch.as_tensor(enumerated, dtype=torch.bool, device=games.device).expand(G),
         "actor": games.current_player.to(torch.int8),
-        "seed": seeds.to(games.device).expand(G),
+        "seed": as64(seeds),
     }
-    if (world_q is None) != (logw is None):
-        raise ValueError("records_from_step: give both world_q and logw, or neither")
     if world_q is not None:
         tensors["world_q"] = _to_current_order(world_q.float(), slot_of_pos, 0.0)
         tensors["world_weight"] = torch.softmax(logw.float(), dim=1)
-    tensors = {k: v.contiguous().cpu() for k, v in tensors.items()}
-    records = DecisionRecords(tensors)
-    return records.select(rows.cpu()) if rows is not None else records
+    return tensors
 
 
 def _quantiles(x: torch.Tensor, qs=(0.05, 0.5, 0.95)) -> dict:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 import torch
 
+from ..utils.checks import host_checks
 from .tables import HAND_SIZE, N_SEATS, N_TILES, torch_tables
 
 
@@ -128,7 +129,7 @@ class BatchedGames:
         live = ~self.is_over
         legal = self.legal_mask()
         ok = legal[rows, slot.clamp(0, HAND_SIZE - 1)] & (slot >= 0) & (slot < HAND_SIZE)
-        if bool((live & ~ok).any()):
+        if host_checks() and bool((live & ~ok).any()):
             bad = int(torch.nonzero(live & ~ok)[0])
             raise ValueError(f"game {bad}: slot {int(slot[bad])} is not legal "
                              f"(legal mask {legal[bad].int().tolist()})")
@@ -157,15 +158,15 @@ class BatchedGames:
         n_plays = self.n_plays + live.long()
         leader, points = self.leader, self.points
         done = live & (pos == N_SEATS - 1)
-        if bool(done.any()):
-            keys = T["RANK"][self.decl[:, None], led[:, None], trick.clamp(min=0)]
-            winner = (self.leader + keys.argmax(dim=1)) % N_SEATS
-            pts = 1 + T["POINTS"][trick.clamp(min=0)].sum(dim=1)
-            points = points.clone()
-            team = winner % 2
-            points[rows, team] += torch.where(done, pts, torch.zeros_like(pts))
-            leader = torch.where(done, winner, leader)
-            trick = torch.where(done[:, None], torch.full_like(trick, -1), trick)
+        # trick completion, computed for every game and applied where the trick is done
+        # (branch-free: a host test of `done.any()` would synchronize the device every play)
+        keys = T["RANK"][self.decl[:, None], led[:, None], trick.clamp(min=0)]
+        winner = (self.leader + keys.argmax(dim=1)) % N_SEATS
+        pts = 1 + T["POINTS"][trick.clamp(min=0)].sum(dim=1)
+        points = points.clone()
+        points[rows, winner % 2] += torch.where(done, pts, torch.zeros_like(pts))
+        leader = torch.where(done, winner, leader)
+        trick = torch.where(done[:, None], torch.full_like(trick, -1), trick)
         return replace(self, remaining=remaining, trick=trick, n_plays=n_plays, seats=seats,
                        tiles=tiles, points=points, voids=voids, leader=leader)
 

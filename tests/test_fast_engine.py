@@ -1,0 +1,117 @@
+"""The fast path (eqfast.engine.fast): same records as the reference engine, a step with
+no host reads (so it can be captured into a CUDA graph), and double buffering that never
+mixes batches."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from eqfast.engine.fast import DecisionStep, FastEngine, bucket
+from eqfast.engine.pipeline import Engine, EngineConfig, make_backend
+from eqfast.engine.posterior import PosteriorConfig
+from eqfast.oracle.network import DEFAULT_CONFIGS, NetworkOracle, build_network, script_module
+from eqfast.oracle.protocol import legal_slots
+from eqfast.rules.deal import mix_seed
+from eqfast.data.schema import FIELDS, split_of_seed
+from eqfast.utils.checks import HostSyncError, forbid_host_sync
+
+CUDA = torch.cuda.is_available()
+
+
+class _HashOracle:
+    def query(self, b):
+        x = (b.hands.clamp(min=0).double() * torch.arange(1, 8, device=b.hands.device)).sum((1, 2))
+        x = x + 0.37 * b.remaining.double().sum(1) + 0.11 * b.actor.double()
+        q = 20 * torch.sin(x[:, None] * 0.731 + torch.arange(7, device=x.device))
+        return q.float(), legal_slots(b)
+
+
+def _network_oracle(device="cpu"):
+    torch.manual_seed(0)
+    net = build_network({"arch": "mlp", "hidden": 32, "depth": 1}).to(device).eval()
+    return NetworkOracle(script_module(net), device=device)
+
+
+@pytest.mark.parametrize("posterior", [None, PosteriorConfig(window_k=4)], ids=["uniform", "posterior"])
+def test_fast_engine_equals_reference_on_cpu(posterior):
+    cfg = EngineConfig(n_samples=16, posterior=posterior, seed=2)
+    ref = Engine(_HashOracle(), cfg).play([3, 4, 5])
+    fast = FastEngine(_HashOracle(), cfg, backend="reference", graphs=False).play([3, 4, 5])
+    for name in FIELDS:
+        assert torch.equal(ref[name], fast[name]) or (
+            ref[name].is_floating_point() and torch.allclose(ref[name], fast[name], equal_nan=True)), name
+
+
+def test_decision_step_reads_nothing_on_the_host():
+    """Capture-readiness on the CPU: the whole step runs with every implicit device-to-host
+    read turned into an error (a CUDA graph could not contain one)."""
+    cfg = EngineConfig(n_samples=8, posterior=PosteriorConfig(window_k=3))
+    engine = FastEngine(_network_oracle(), cfg, backend="reference", graphs=False)
+    games = engine.new_games([1, 2, 3])
+    keys = torch.tensor([mix_seed(0, s, 0, 1) for s in (1, 2, 3)])
+    seeds = torch.tensor([1, 2, 3])
+    split = split_of_seed(seeds)
+    for _ in range(6):   # a few decisions, into the second trick
+        with forbid_host_sync():
+            rec, games = engine.step(games, keys, keys + 1, seeds, split, seeds)
+    assert rec["e_q_mean"].shape == (3, 7)
+    with pytest.raises(HostSyncError):   # the trap works: a host read inside it raises
+        with forbid_host_sync():
+            bool(torch.ones(1))
+
+
+def test_double_buffering_with_a_slow_writer_keeps_batches_whole_and_ordered():
+    engine = FastEngine(_HashOracle(), EngineConfig(n_samples=4), backend="reference", graphs=False)
+    batches = [[0, 1], [2, 3, 4], [5], [6, 7]]
+    seen, threads = [], set()
+
+    def slow_sink(seeds, records):
+        threads.add(threading.current_thread().name)
+        time.sleep(0.3)            # the device (here: the main thread) runs ahead meanwhile
+        seen.append((list(seeds), records))
+
+    assert engine.run(batches, slow_sink) == len(batches)
+    assert threads == {"eqfast-writer"}
+    assert [s for s, _ in seen] == batches
+    for seeds, records in seen:
+        assert len(records) == 28 * len(seeds)
+        got = records["seed"].view(len(seeds), 28)
+        assert got.tolist() == [[s] * 28 for s in seeds]
+        assert records["decision_idx"].view(len(seeds), 28).tolist() == [list(range(28))] * len(seeds)
+    # and a batch played alone gives the same records as inside the run
+    alone = engine.play([2, 3, 4])
+    assert torch.equal(alone["e_q_mean"], seen[1][1]["e_q_mean"])
+
+
+def test_writer_error_stops_the_run():
+    engine = FastEngine(_HashOracle(), EngineConfig(n_samples=4), backend="reference", graphs=False)
+
+    def failing_sink(seeds, records):
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        engine.run([[0], [1], [2]], failing_sink)
+
+
+def test_bucket_sizes():
+    assert [bucket(g) for g in (1, 8, 9, 33, 64)] == [8, 8, 16, 64, 64]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+@pytest.mark.parametrize("posterior", [None, PosteriorConfig(window_k=4)], ids=["uniform", "posterior"])
+def test_graphs_on_equals_graphs_off_equals_reference_on_cuda(posterior):
+    cfg = EngineConfig(n_samples=32, posterior=posterior, seed=5)
+    oracle = _network_oracle("cuda")
+    seeds = list(range(11))
+    on = FastEngine(oracle, cfg, backend="triton", device="cuda", graphs=True).play(seeds)
+    off = FastEngine(oracle, cfg, backend="triton", device="cuda", graphs=False).play(seeds)
+    ref = Engine(oracle, cfg, backend="reference", device="cuda").play(seeds)
+    for name in ("transcript_tokens", "legal_mask", "action_taken", "n_worlds"):
+        assert torch.equal(on[name], off[name]), name
+        assert torch.equal(on[name], ref[name]), name
+    legal = ref["legal_mask"]
+    torch.testing.assert_close(on["e_q_mean"][legal], ref["e_q_mean"][legal], rtol=1e-4, atol=1e-3)
