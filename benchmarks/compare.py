@@ -146,19 +146,19 @@ def format_report(result: dict, stat_name: str = "median", threshold: float = 0.
 
 
 def machine_warnings(base_info: dict, cur_info: dict) -> list[str]:
-    """Differences in the fields that make timings incomparable."""
-    out = []
-    bm, cm = base_info.get("machine_info") or {}, cur_info.get("machine_info") or {}
-    for key in ("node", "cpu", "eqfast"):
-        b, c = bm.get(key), cm.get(key)
-        if key == "cpu" and isinstance(b, dict) and isinstance(c, dict):
-            b, c = b.get("brand_raw"), c.get("brand_raw")
-        if key == "eqfast" and isinstance(b, dict) and isinstance(c, dict):
-            b, c = b.get("device"), c.get("device")
-        if b is not None and c is not None and b != c:
-            out.append(f"warning: {key} differs (baseline {b!r}, current {c!r}): "
-                       "timings from different machines are not comparable")
-    return out
+    """Differences in the fields that make timings incomparable (host, CPU, device)."""
+    def fields(info: dict) -> dict:
+        m = info.get("machine_info") or {}
+        cpu, eq = m.get("cpu"), m.get("eqfast")
+        return {"host": m.get("node"),
+                "cpu": cpu.get("brand_raw") if isinstance(cpu, dict) else None,
+                "device": eq.get("device") if isinstance(eq, dict) else None}
+
+    base, cur = fields(base_info), fields(cur_info)
+    return [f"warning: {key} differs (baseline {base[key]!r}, current {cur[key]!r}): "
+            "timings from different machines are not comparable"
+            for key in base if base[key] is not None and cur[key] is not None
+            and base[key] != cur[key]]
 
 
 def main(argv=None) -> int:

@@ -210,6 +210,10 @@ def format_table(summary: dict) -> str:
     lines.append(f"oracle share of wall time {100 * summary['oracle_share']:.1f}%   "
                  f"oracle rows {summary['oracle_rows']:,} for {summary['world_rows']:,} world rows "
                  "drawn (distinct worlds only; posterior window rows included)")
+    if "torch_ops_per_decision" in summary:
+        ops = summary["torch_ops_per_decision"]
+        parts = "  ".join(f"{k} {v:.0f}" for k, v in ops.items())
+        lines.append(f"top-level torch ops per decision step {sum(ops.values()):.0f}: {parts}")
     if "device_share" in summary:
         ds = summary["device_share"]
         parts = "  ".join(f"{k} {100 * v:.1f}%" for k, v in ds["by_stage"].items())
@@ -242,6 +246,23 @@ def device_time_by_stage(events) -> tuple[dict[str, float], float]:
         if not nested:
             per_stage[e.name[len("eqfast/"):]] += e.device_time_total
     return dict(per_stage), total
+
+
+def ops_by_stage(events) -> dict[str, int]:
+    """Top-level torch ops (aten::* not called from another aten op) under each eqfast/<stage>
+    range, "(outside stages)" for the rest. Each is one dispatcher call from Python, and on
+    CUDA roughly one kernel launch or more: the host-overhead count CUDA graphs remove."""
+    counts: dict[str, int] = defaultdict(int)
+    for e in events:
+        if e.device_type != torch.autograd.DeviceType.CPU or not e.name.startswith("aten::"):
+            continue
+        parent = e.cpu_parent
+        if parent is not None and parent.name.startswith("aten::"):
+            continue
+        while parent is not None and not parent.name.startswith("eqfast/"):
+            parent = parent.cpu_parent
+        counts[parent.name[len("eqfast/"):] if parent is not None else "(outside stages)"] += 1
+    return dict(counts)
 
 
 def _write_atomic(path: Path, write) -> None:
@@ -328,6 +349,10 @@ def main(argv=None) -> int:
     finally:
         profiling.set_sync(False)
     summary = summarize(run)
+    if prof is not None:
+        ops = ops_by_stage(prof.events())
+        summary["torch_ops_per_decision"] = {k: v / run["records"] * run["games"]
+                                             for k, v in sorted(ops.items(), key=lambda kv: -kv[1])}
     if prof is not None and engine.device.type == "cuda":
         by_stage, total = device_time_by_stage(prof.events())
         summary["device_share"] = {"total_us": total,
