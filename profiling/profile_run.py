@@ -6,8 +6,9 @@
     nsys profile ... python profiling/profile_run.py ...                # see profiling/README.md
 
 One run = `--warmup` untimed plays (TorchScript's profiling executor optimizes on the second
-call; CUDA graphs and Triton kernels are built on the first), then `--batches` timed plays of
-`--games` games in lockstep, exactly what eqfast-generate does per batch minus shard writing.
+call; CUDA graphs and Triton kernels are built on the first), then `--batches` timed batches
+of `--games` games in lockstep with the engine eqfast-generate builds (`--pipeline`: the fast
+engine, CUDA graphs on CUDA unless `--no-graphs`; or the reference engine), minus shard writing.
 The timed part sits between cudaProfilerStart/Stop (so `nsys --capture-range=cudaProfilerApi`
 skips the warm-up) and inside an NVTX range `eqfast/measured`.
 
@@ -36,6 +37,7 @@ from pathlib import Path
 import nvtx
 import torch
 
+from eqfast.engine.fast import FastEngine
 from eqfast.engine.pipeline import N_DECISIONS, Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
 from eqfast.utils import profiling
@@ -109,11 +111,25 @@ def parse_overrides(items: list[str]) -> dict:
 
 
 def make_engine(args) -> tuple[Engine, str]:
+    """The engine eqfast-generate would build: FastEngine (CUDA graphs on CUDA unless
+    --no-graphs) for --pipeline fast, or auto on CUDA; the reference Engine otherwise."""
     oracle, label = make_oracle(args.oracle, args.device, args.eager)
     cfg = EngineConfig(n_samples=args.n_samples,
                        posterior=PosteriorConfig() if args.posterior else None,
                        **parse_overrides(args.set))
-    return Engine(oracle, cfg, backend=args.backend, device=args.device), label
+    fast = args.pipeline == "fast" or (args.pipeline == "auto" and args.device.startswith("cuda"))
+    if fast:
+        engine = FastEngine(oracle, cfg, backend=args.backend, device=args.device,
+                            graphs=False if args.no_graphs else None)
+    else:
+        engine = Engine(oracle, cfg, backend=args.backend, device=args.device)
+    return engine, label
+
+
+def pipeline_name(engine: Engine) -> str:
+    if isinstance(engine, FastEngine):
+        return "fast (CUDA graphs)" if engine.graphs else "fast (no graphs)"
+    return "reference"
 
 
 # ---------------------------------------------------------------------------- measuring
@@ -149,7 +165,11 @@ def _sync(device: torch.device) -> None:
 
 
 def timed_run(engine: Engine, games: int, batches: int, seed_start: int) -> dict:
-    """Play `batches` batches of `games` games; wall seconds and row counts of the run."""
+    """Play `batches` batches of `games` games; wall seconds and row counts of the run.
+
+    FastEngine runs through `FastEngine.run` (a writer thread takes each finished batch
+    while the device plays the next: the double buffering eqfast-generate uses), with a
+    sink that only counts records; the reference Engine plays batch after batch."""
     profiling.reset_stage_times()
     engine.oracle_rows = engine.world_rows = 0
     cuda = engine.device.type == "cuda"
@@ -158,10 +178,17 @@ def timed_run(engine: Engine, games: int, batches: int, seed_start: int) -> dict
         torch.cuda.profiler.start()          # nsys --capture-range=cudaProfilerApi
     rng = _DOMAIN.start_range(_DOMAIN.get_event_attributes(message="eqfast/measured"))
     t0 = time.perf_counter()
+    seed_lists = [list(range(seed_start + b * games, seed_start + (b + 1) * games))
+                  for b in range(batches)]
     records = 0
-    for b in range(batches):
-        first = seed_start + b * games
-        records += len(engine.play(range(first, first + games)))
+    if isinstance(engine, FastEngine):
+        def sink(seeds, recs):
+            nonlocal records
+            records += len(recs)
+        engine.run(seed_lists, sink)
+    else:
+        for seeds in seed_lists:
+            records += len(engine.play(seeds))
     _sync(engine.device)
     seconds = time.perf_counter() - t0
     _DOMAIN.end_range(rng)
@@ -209,7 +236,7 @@ def format_table(summary: dict) -> str:
                  f"   oracle rows/s {summary['oracle_rows_per_s']:,.0f}")
     lines.append(f"oracle share of wall time {100 * summary['oracle_share']:.1f}%   "
                  f"oracle rows {summary['oracle_rows']:,} for {summary['world_rows']:,} world rows "
-                 "drawn (distinct worlds only; posterior window rows included)")
+                 "drawn")
     if "torch_ops_per_decision" in summary:
         ops = summary["torch_ops_per_decision"]
         parts = "  ".join(f"{k} {v:.0f}" for k, v in ops.items())
@@ -305,6 +332,12 @@ def parse_args(argv=None):
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:K or auto (default)")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "triton"],
                    help="device stages (auto: triton on CUDA, reference on the CPU)")
+    p.add_argument("--pipeline", default="auto", choices=["auto", "fast", "reference"],
+                   help="engine as in eqfast-generate: fast (static-shape steps, CUDA graphs on "
+                        "CUDA, writer thread) or reference (de-duplicating loop); auto = fast "
+                        "on CUDA, reference on the CPU")
+    p.add_argument("--no-graphs", action="store_true",
+                   help="fast pipeline without CUDA-graph capture (per-stage times visible)")
     p.add_argument("--oracle", default="default",
                    help="default | random:ARCH (mlp, transformer, transformer816k, ...) | PATH")
     p.add_argument("--eager", action="store_true", help="network oracle without TorchScript")
@@ -335,7 +368,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    engine, oracle_label = make_engine(args)
+    try:
+        engine, oracle_label = make_engine(args)
+    except ValueError as exc:        # e.g. --pipeline fast with --set sem=...
+        raise SystemExit(f"profile_run: {exc}") from None
     for w in range(args.warmup):               # different seeds, same batch shape
         first = args.seed_start + 1_000_000 + w * args.games
         engine.play(range(first, first + args.games))
@@ -359,7 +395,8 @@ def main(argv=None) -> int:
                                    "by_stage": {k: v / total if total else 0.0
                                                 for k, v in sorted(by_stage.items(),
                                                                    key=lambda kv: -kv[1])}}
-    summary.update(device=str(engine.device), backend=engine.backend.name, oracle=oracle_label,
+    summary.update(device=str(engine.device), backend=engine.backend.name,
+                   pipeline=pipeline_name(engine), oracle=oracle_label,
                    n_samples=args.n_samples, posterior=args.posterior, sync=args.sync,
                    torch_threads=torch.get_num_threads(),
                    torch=torch.__version__, triton_interpret=os.environ.get("TRITON_INTERPRET"))
@@ -368,11 +405,15 @@ def main(argv=None) -> int:
 
     print(f"{summary['games']} games x N={args.n_samples}"
           f"{' (posterior)' if args.posterior else ''} on {summary.get('device_name', 'cpu')}, "
-          f"backend {engine.backend.name}, oracle {oracle_label}, "
+          f"{pipeline_name(engine)} pipeline, backend {engine.backend.name}, "
+          f"oracle {oracle_label}, "
           f"{torch.get_num_threads()} torch threads"
           f"{', synced stage times' if args.sync else ''}")
     if engine.device.type == "cuda" and not args.sync:
         print("note: CUDA stage times are host (launch) times; --sync for device-accurate ones")
+    if getattr(engine, "graphs", False):
+        print("note: stages run inside CUDA-graph replays, where no stage() range opens: the "
+              "host sees only the total; --no-graphs (with --sync) for the per-stage split")
     if engine.backend.name == "triton" and engine.device.type != "cuda":
         print("note: Triton under TRITON_INTERPRET on the CPU: sample/reduce times are the "
               "interpreter's, not a kernel speed")

@@ -142,6 +142,19 @@ def test_profile_run_tiny_run_table(profile_run, tmp_path, capsys):
     assert summary["games_per_s"] == pytest.approx(1 / summary["seconds"])
 
 
+def test_profile_run_fast_pipeline_two_batches(profile_run, tmp_path, capsys):
+    """The fast engine runs through FastEngine.run (writer thread): all records counted."""
+    out_json = tmp_path / "fast.json"
+    assert profile_run.main(["--games", "1", "--batches", "2", "--n-samples", "4",
+                             "--warmup", "0", "--oracle", "random:mlp", "--device", "cpu",
+                             "--pipeline", "fast", "--json", str(out_json)]) == 0
+    summary = json.loads(out_json.read_text())
+    assert summary["pipeline"] == "fast (no graphs)"
+    assert summary["records"] == 56 and summary["games"] == 2
+    assert summary["stages"]["oracle"]["calls"] == 56
+    assert "fast (no graphs) pipeline" in capsys.readouterr().out
+
+
 def test_summarize_and_format(profile_run):
     run = {"seconds": 2.0, "games": 4, "records": 112, "world_rows": 400, "oracle_rows": 300}
     s = profile_run.summarize(run, {"oracle": 1.5, "sample": 0.25}, {"oracle": 28, "sample": 28})
