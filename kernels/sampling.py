@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from eqfast.engine.public import MAX_POOL, HiddenInfo
-from eqfast.engine.sampling import N_NEED, N_STATES, WorldSample, check_totals, make_sample, total_worlds
+from eqfast.engine.sampling import N_NEED, N_STATES, WorldSample, checked_sample_args, make_sample
 
 
 @triton.jit
@@ -107,14 +107,6 @@ def _sample_worlds(info: HiddenInfo, counts: torch.Tensor, keys: torch.Tensor, n
 
 def sample_worlds(info: HiddenInfo, counts: torch.Tensor, keys: torch.Tensor, n: int) -> WorldSample:
     """n worlds per decision, exactly uniform; equal to the reference bit for bit."""
-    if n < 1:
-        raise ValueError(f"n (worlds per decision) must be >= 1, got {n}")
-    keys = torch.as_tensor(keys, dtype=torch.int64, device=info.device)
-    if keys.shape != (info.batch_size,):
-        raise ValueError(f"keys must be [G={info.batch_size}] int64, got {tuple(keys.shape)}")
-    if counts.shape != (info.batch_size, MAX_POOL + 1, N_NEED, N_NEED):
-        raise ValueError(f"counts must be [G, {MAX_POOL + 1}, {N_NEED}, {N_NEED}], got {tuple(counts.shape)}")
-    total = total_worlds(info, counts)
-    check_totals(total)
+    keys, total = checked_sample_args(info, counts, keys, n)
     owner = _sample_worlds(info, counts, keys, n, total)
     return make_sample(owner, total, n)

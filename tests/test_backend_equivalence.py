@@ -4,28 +4,19 @@ from __future__ import annotations
 
 import pytest
 import torch
+from fakes import HashOracle
 
 from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
-from eqfast.oracle.protocol import legal_slots
 
-
-class _HashOracle:
-    """Deterministic fake oracle (Q a function of the full position), cheap enough for the
-    interpreter-backed run."""
-
-    def query(self, b):
-        x = (b.hands.clamp(min=0).double() * torch.arange(1, 8)).sum((1, 2))
-        x = x + 0.37 * b.remaining.double().sum(1) + 0.11 * b.actor.double()
-        return (20 * torch.sin(x[:, None] * 0.731 + torch.arange(7))).float(), legal_slots(b)
 
 
 @pytest.mark.interpreter
 @pytest.mark.parametrize("posterior", [None, PosteriorConfig(window_k=3)], ids=["uniform", "posterior"])
 def test_triton_backend_matches_reference(posterior):
     cfg = EngineConfig(n_samples=7, posterior=posterior, seed=3, store_worlds=True)
-    ref = Engine(_HashOracle(), cfg, backend="reference").play([10, 11])
-    tri = Engine(_HashOracle(), cfg, backend="triton").play([10, 11])
+    ref = Engine(HashOracle(), cfg, backend="reference").play([10, 11])
+    tri = Engine(HashOracle(), cfg, backend="triton").play([10, 11])
     # integer / random-number driven outputs: identical
     for name in ("transcript_tokens", "transcript_lengths", "legal_mask", "action_taken",
                  "n_worlds", "enumerated", "exploration_mode"):

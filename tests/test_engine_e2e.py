@@ -13,13 +13,13 @@ import random
 import numpy as np
 import pytest
 import torch
+from fakes import HashOracle
 
 from eqfast.data.schema import check_invariants
 from eqfast.engine.games import setup_games
 from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
 from eqfast.oracle.exact import ExactOracle
-from eqfast.oracle.protocol import legal_slots
 from eqfast.rules import FOLLOWS, GameState
 from eqfast.rules.batched import BatchedGames
 from eqfast.solver import solve
@@ -77,37 +77,24 @@ def test_enumerated_eq_equals_brute_force(seed, n_plays):
             assert float(records["e_q_mean"][0, i]) == pytest.approx(expected[t], abs=1e-4)
 
 
-class _HashOracle:
-    """A cheap deterministic fake oracle: Q is a function of the full position."""
-
-    def __init__(self):
-        self.rows = 0
-
-    def query(self, b):
-        self.rows += len(b)
-        x = (b.hands.clamp(min=0).double() * torch.arange(1, 8)).sum((1, 2))
-        x = x + 0.37 * b.remaining.double().sum(1) + 0.11 * b.actor.double()
-        q = 20 * torch.sin(x[:, None] * 0.731 + torch.arange(7))
-        return q.float(), legal_slots(b)
-
 
 @pytest.mark.parametrize("posterior", [None, PosteriorConfig(window_k=4)], ids=["uniform", "posterior"])
 def test_engine_deterministic_and_batch_independent(posterior):
     cfg = EngineConfig(n_samples=24, posterior=posterior, seed=7)
-    a = Engine(_HashOracle(), cfg).play([5, 6, 7])
-    b = Engine(_HashOracle(), cfg).play([7, 5, 6])          # another order
-    c = Engine(_HashOracle(), cfg).play([6])                # another batch
+    a = Engine(HashOracle(), cfg).play([5, 6, 7])
+    b = Engine(HashOracle(), cfg).play([7, 5, 6])          # another order
+    c = Engine(HashOracle(), cfg).play([6])                # another batch
     for name in ("e_q_mean", "e_q_var", "action_taken", "transcript_tokens", "ess"):
         assert torch.equal(a[name], b[name]), name
     sel = a["seed"] == 6
     for name in ("e_q_mean", "action_taken", "transcript_tokens"):
         assert torch.equal(a[name][sel], c[name]), name
-    d = Engine(_HashOracle(), EngineConfig(n_samples=24, posterior=posterior, seed=8)).play([5, 6, 7])
+    d = Engine(HashOracle(), EngineConfig(n_samples=24, posterior=posterior, seed=8)).play([5, 6, 7])
     assert not torch.equal(a["e_q_mean"], d["e_q_mean"])  # the run seed matters
 
 
 def test_invariants_and_dedup_on_generated_games():
-    oracle = _HashOracle()
+    oracle = HashOracle()
     engine = Engine(oracle, EngineConfig(n_samples=64, posterior=PosteriorConfig()))
     records = engine.play(range(4))
     assert len(records) == 4 * 28
@@ -117,14 +104,14 @@ def test_invariants_and_dedup_on_generated_games():
     # late decisions enumerate: fewer distinct worlds than draws, and no row twice
     assert bool(records["enumerated"][records["decision_idx"] >= 24].all())
     assert engine.oracle_rows == oracle.rows
-    uniform = Engine(_HashOracle(), EngineConfig(n_samples=64))
+    uniform = Engine(HashOracle(), EngineConfig(n_samples=64))
     uniform.play(range(4))
     assert uniform.oracle_rows < uniform.world_rows
 
 
 def test_adaptive_sampling_adds_worlds_only_where_needed():
-    base = Engine(_HashOracle(), EngineConfig(n_samples=16)).play([1])
-    adaptive_engine = Engine(_HashOracle(), EngineConfig(n_samples=16, sem=0.5, max_samples=128))
+    base = Engine(HashOracle(), EngineConfig(n_samples=16)).play([1])
+    adaptive_engine = Engine(HashOracle(), EngineConfig(n_samples=16, sem=0.5, max_samples=128))
     adaptive = adaptive_engine.play([1])
     nw = adaptive["n_worlds"]
     assert int(nw.max()) == 128 and int(nw[~adaptive["enumerated"]].min()) >= 16

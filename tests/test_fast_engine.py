@@ -8,25 +8,18 @@ import time
 
 import pytest
 import torch
+from fakes import HashOracle
 
 from eqfast.engine.fast import DecisionStep, FastEngine, bucket
 from eqfast.engine.pipeline import Engine, EngineConfig, make_backend
 from eqfast.engine.posterior import PosteriorConfig
 from eqfast.oracle.network import DEFAULT_CONFIGS, NetworkOracle, build_network, script_module
-from eqfast.oracle.protocol import legal_slots
 from eqfast.rules.deal import mix_seed
 from eqfast.data.schema import FIELDS, split_of_seed
 from eqfast.utils.checks import HostSyncError, forbid_host_sync
 
 CUDA = torch.cuda.is_available()
 
-
-class _HashOracle:
-    def query(self, b):
-        x = (b.hands.clamp(min=0).double() * torch.arange(1, 8, device=b.hands.device)).sum((1, 2))
-        x = x + 0.37 * b.remaining.double().sum(1) + 0.11 * b.actor.double()
-        q = 20 * torch.sin(x[:, None] * 0.731 + torch.arange(7, device=x.device))
-        return q.float(), legal_slots(b)
 
 
 def _network_oracle(device="cpu"):
@@ -38,8 +31,8 @@ def _network_oracle(device="cpu"):
 @pytest.mark.parametrize("posterior", [None, PosteriorConfig(window_k=4)], ids=["uniform", "posterior"])
 def test_fast_engine_equals_reference_on_cpu(posterior):
     cfg = EngineConfig(n_samples=16, posterior=posterior, seed=2)
-    ref = Engine(_HashOracle(), cfg).play([3, 4, 5])
-    fast = FastEngine(_HashOracle(), cfg, backend="reference", graphs=False).play([3, 4, 5])
+    ref = Engine(HashOracle(), cfg).play([3, 4, 5])
+    fast = FastEngine(HashOracle(), cfg, backend="reference", graphs=False).play([3, 4, 5])
     for name in FIELDS:
         assert torch.equal(ref[name], fast[name]) or (
             ref[name].is_floating_point() and torch.allclose(ref[name], fast[name], equal_nan=True)), name
@@ -64,7 +57,7 @@ def test_decision_step_reads_nothing_on_the_host():
 
 
 def test_double_buffering_with_a_slow_writer_keeps_batches_whole_and_ordered():
-    engine = FastEngine(_HashOracle(), EngineConfig(n_samples=4), backend="reference", graphs=False)
+    engine = FastEngine(HashOracle(), EngineConfig(n_samples=4), backend="reference", graphs=False)
     batches = [[0, 1], [2, 3, 4], [5], [6, 7]]
     seen, threads = [], set()
 
@@ -87,7 +80,7 @@ def test_double_buffering_with_a_slow_writer_keeps_batches_whole_and_ordered():
 
 
 def test_writer_error_stops_the_run():
-    engine = FastEngine(_HashOracle(), EngineConfig(n_samples=4), backend="reference", graphs=False)
+    engine = FastEngine(HashOracle(), EngineConfig(n_samples=4), backend="reference", graphs=False)
 
     def failing_sink(seeds, records):
         raise OSError("disk full")

@@ -174,15 +174,25 @@ def world_ranks(total: torch.Tensor, keys: torch.Tensor, n: int) -> torch.Tensor
     return torch.where((total <= n)[:, None], listed, drawn)
 
 
-def sample_worlds(info: HiddenInfo, counts: torch.Tensor, keys: torch.Tensor, n: int) -> WorldSample:
-    """n worlds per decision, exactly uniform (see module doc, step 3)."""
+def checked_sample_args(info: HiddenInfo, counts: torch.Tensor, keys, n: int):
+    """(keys as int64 [G], total [G]) after validating sample_worlds' arguments (shared by
+    the reference and the kernel)."""
     if n < 1:
         raise ValueError(f"n (worlds per decision) must be >= 1, got {n}")
     keys = torch.as_tensor(keys, dtype=torch.int64, device=info.device)
     if keys.shape != (info.batch_size,):
         raise ValueError(f"keys must be [G={info.batch_size}] int64, got {tuple(keys.shape)}")
+    if counts.shape != (info.batch_size, MAX_POOL + 1, N_NEED, N_NEED):
+        raise ValueError(f"counts must be [G, {MAX_POOL + 1}, {N_NEED}, {N_NEED}], "
+                         f"got {tuple(counts.shape)}")
     total = total_worlds(info, counts)
     check_totals(total)
+    return keys, total
+
+
+def sample_worlds(info: HiddenInfo, counts: torch.Tensor, keys: torch.Tensor, n: int) -> WorldSample:
+    """n worlds per decision, exactly uniform (see module doc, step 3)."""
+    keys, total = checked_sample_args(info, counts, keys, n)
     ranks = world_ranks(total, keys, n)
     owner = unrank(info, counts, ranks)
     return make_sample(owner, total, n)
