@@ -419,8 +419,9 @@ def main(argv=None) -> int:
               "interpreter's, not a kernel speed")
     print(format_table(summary))
     if prof is not None:
-        sort = "self_cuda_time_total" if engine.device.type == "cuda" else "self_cpu_time_total"
-        print(prof.key_averages().table(sort_by=sort, row_limit=args.top))
+        if args.top > 0:
+            sort = "self_device_time_total" if engine.device.type == "cuda" else "self_cpu_time_total"
+            print(prof.key_averages().table(sort_by=sort, row_limit=args.top))
         print(f"Chrome trace: {args.torch_profiler} (open in chrome://tracing or "
               "https://ui.perfetto.dev)")
     if args.json:
