@@ -243,7 +243,8 @@ def format_table(summary: dict) -> str:
         lines.append(f"top-level torch ops per decision step {sum(ops.values()):.0f}: {parts}")
     if "device_share" in summary:
         ds = summary["device_share"]
-        parts = "  ".join(f"{k} {100 * v:.1f}%" for k, v in ds["by_stage"].items())
+        parts = "  ".join(f"{k} {100 * v:.1f}%" for k, v in ds["by_stage"].items()) or \
+            "none under a stage range (graph replays: use --no-graphs for the split)"
         lines.append(f"device time {ds['total_us'] / 1e6:.3f} s; share by stage: {parts}")
     return "\n".join(lines)
 

@@ -217,6 +217,16 @@ def test_parse_overrides(profile_run):
         profile_run.parse_overrides(["oracle_chunk=many"])
 
 
+def test_format_table_without_stage_ranges(profile_run):
+    """Graph replays open no stage ranges: the table still shows the total and the rates."""
+    run = {"seconds": 1.0, "games": 8, "records": 224, "world_rows": 800, "oracle_rows": 800}
+    s = profile_run.summarize(run, {}, {})
+    s["device_share"] = {"total_us": 5e5, "by_stage": {}}
+    table = profile_run.format_table(s)
+    assert "total (wall)" in table and "games/s 8.00" in table
+    assert "oracle share of wall time 0.0%" in table and "use --no-graphs" in table
+
+
 def test_ops_by_stage_counts_top_level_ops(profile_run):
     oracle = _event("eqfast/oracle", 0.0, annotation=True)
     mm = _event("aten::mm", 0.0, parent=oracle)
