@@ -373,6 +373,10 @@ def main(argv=None) -> int:
         engine, oracle_label = make_engine(args)
     except ValueError as exc:        # e.g. --pipeline fast with --set sem=...
         raise SystemExit(f"profile_run: {exc}") from None
+    if args.sync and getattr(engine, "graphs", False) and args.warmup == 0:
+        # the timed run would capture the graph, and a synchronize during capture is illegal
+        raise SystemExit("profile_run: --sync with CUDA graphs needs --warmup >= 1 "
+                         "(or --no-graphs, which is what --sync is for)")
     for w in range(args.warmup):               # different seeds, same batch shape
         first = args.seed_start + 1_000_000 + w * args.games
         engine.play(range(first, first + args.games))
