@@ -7,7 +7,7 @@ import torch
 from eqfast.oracle import NetworkOracle, OracleBatch, OracleModule, build_network, legal_slots
 from eqfast.oracle.dataset import COLUMNS, as_batch, position_of
 from eqfast.oracle.export import example_inputs, export_program
-from eqfast.oracle.network import count_parameters, script_module, tile_roles
+from eqfast.oracle.network import count_parameters, script_module, tile_beaters, tile_roles
 from eqfast.oracle.train import masked_mse, prepare_rows
 from eqfast.rules.deal import deal_from_seed
 from eqfast.rules.state import GameState
@@ -16,6 +16,7 @@ from eqfast.rules.tables import IN_CALLED
 CONFIGS = {
     "mlp-h48-d2": {"arch": "mlp", "hidden": 48, "depth": 2},
     "mlp-roles-h40-d1": {"arch": "mlp", "hidden": 40, "depth": 1, "roles": 1},
+    "mlp-beaters-h40-d2": {"arch": "mlp", "hidden": 40, "depth": 2, "roles": 2},
     "tf-d24-l2": {"arch": "transformer", "d_model": 24, "n_layers": 2, "n_heads": 3, "d_ff": 40},
 }
 
@@ -82,6 +83,17 @@ def test_roles_share_trump_order_across_declarations():
     assert role[5, 20] != role[6, 27]
     # Plain (non-called) tiles keep their identity; called tiles never use plain roles.
     assert ((role >= 28) == torch.from_numpy(~IN_CALLED)).all()
+
+
+def test_beaters_table_hand_checked():
+    beats = tile_beaters()
+    # Fives trump (decl 5): the 5-5 (20) is the top trump, the 5-0 (15) the lowest: all six
+    # other fives beat it. The 6-4 (25) leads sixes; the 6-5 is a trump here, so within
+    # sixes only the 6-6 (27) outranks it.
+    assert beats[5, 20].sum() == 0 and beats[5, 15].sum() == 6
+    assert beats[5, 25].nonzero().flatten().tolist() == [27]
+    # No trump (decl 9): 6-6 leads sixes and is its boss; 6-0 (21) is beaten by the 6 others.
+    assert beats[9, 27].sum() == 0 and beats[9, 21].sum() == 6
 
 
 def test_overfits_tiny_labelled_set():

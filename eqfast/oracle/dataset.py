@@ -41,6 +41,7 @@ DATASET_VERSION = 1
 GAME_TAG = 0x0A11CE
 SPLIT_TAG = 0x5B117
 EPS_MAX = 0.5
+P_FULL = 1 / 3  # share of full hands when generating with short games mixed in
 SPLITS = ("train", "val", "test")
 COLUMNS = ("hands", "remaining", "decl", "leader", "actor", "depth", "split", "trick", "q",
            "legal", "deal")
@@ -76,29 +77,58 @@ def position_of(hands: np.ndarray, state: GameState) -> OracleBatch:
                        actor=as_t(state.current_player))
 
 
-def label_game(deal: int) -> dict[str, np.ndarray]:
-    """The 28 labelled positions of deal number `deal` (columns as in the module doc)."""
+def label_deal(deal: int, games: int = 1, short: bool = False) -> dict[str, np.ndarray]:
+    """Labelled positions of `games` games played from deal number `deal` (columns as in the
+    module doc). Game 0 uses the epsilon of `game_setup`; each further game draws its own
+    epsilon ~ U(0, EPS_MAX) from the same stream. A position already recorded for this deal
+    (same hands left, same trick) is not recorded twice.
+
+    Why several games per deal: the solve at depth 0 is ~70% of a game's cost (11 of 16 ms
+    measured), later solves reuse the solver's table, so extra games give ~3x the rows per
+    CPU second (from the same deals).
+
+    `short`: with probability 1 - P_FULL the game starts mid-hand instead: each seat keeps
+    a random k of its 7 tiles (k uniform in 2..6; the others count as played in earlier
+    tricks) and k tricks are played, depths 28-4k .. 27. Such a solve costs ~2 ms instead
+    of ~16 ms for a full hand, so late positions come from many more independent deals."""
     hands, decl, leader, eps, rng = game_setup(deal)
-    state = GameState.new(hands.tolist(), decl, leader)
-    rows = {c: [] for c in COLUMNS}
     split = split_of(deal)
-    for depth in range(28):
-        actor = state.current_player
-        remaining = remaining_masks(hands, state)
-        q, legal = solve_row(hands, remaining, decl, state.leader, list(state.trick), actor)
-        trick = list(state.trick) + [-1] * (3 - len(state.trick))
-        for name, value in (("hands", hands), ("remaining", remaining), ("decl", decl),
-                            ("leader", state.leader), ("actor", actor), ("depth", depth),
-                            ("split", split), ("trick", trick), ("q", q), ("legal", legal),
-                            ("deal", deal)):
-            rows[name].append(value)
-        slots = np.flatnonzero(legal)
-        if rng.random() < eps:
-            slot = int(rng.choice(slots))
-        else:
-            slot = int(slots[np.argmax(q[slots])])  # first max = lowest tile id
-        state = state.play(int(hands[actor, slot]))
+    tricks = 7
+    start = [h.tolist() for h in hands]
+    if short and rng.random() >= P_FULL:
+        tricks = int(rng.integers(2, 7))
+        start = [sorted(rng.choice(hands[s], tricks, replace=False).tolist()) for s in range(4)]
+    rows = {c: [] for c in COLUMNS}
+    seen = set()
+    for game in range(games):
+        if game > 0:
+            eps = float(rng.uniform(0.0, EPS_MAX))
+        state = GameState.new(start, decl, leader)
+        for depth in range(28 - 4 * tricks, 28):
+            actor = state.current_player
+            remaining = remaining_masks(hands, state)
+            q, legal = solve_row(hands, remaining, decl, state.leader, list(state.trick), actor)
+            key = (tuple(remaining.tolist()), state.trick)
+            if key not in seen:
+                seen.add(key)
+                trick = list(state.trick) + [-1] * (3 - len(state.trick))
+                for name, value in (("hands", hands), ("remaining", remaining), ("decl", decl),
+                                    ("leader", state.leader), ("actor", actor),
+                                    ("depth", depth), ("split", split), ("trick", trick),
+                                    ("q", q), ("legal", legal), ("deal", deal)):
+                    rows[name].append(value)
+            slots = np.flatnonzero(legal)
+            if rng.random() < eps:
+                slot = int(rng.choice(slots))
+            else:
+                slot = int(slots[np.argmax(q[slots])])  # first max = lowest tile id
+            state = state.play(int(hands[actor, slot]))
     return {c: np.asarray(v) for c, v in rows.items()}
+
+
+def label_game(deal: int) -> dict[str, np.ndarray]:
+    """The 28 labelled positions of one game from deal number `deal`."""
+    return label_deal(deal, 1)
 
 
 _DTYPES = {"hands": np.int8, "remaining": np.uint8, "decl": np.int8, "leader": np.int8,
@@ -106,15 +136,16 @@ _DTYPES = {"hands": np.int8, "remaining": np.uint8, "decl": np.int8, "leader": n
            "q": np.float32, "legal": np.bool_, "deal": np.int64}
 
 
-def write_shard(path: Path, deals: range) -> dict:
+def write_shard(path: Path, deals: range, games_per_deal: int = 1, short: bool = False) -> dict:
     """Label `deals` and write them as one safetensors shard (atomically). Returns its meta."""
     from safetensors.numpy import save
 
-    games = [label_game(g) for g in deals]
+    games = [label_deal(g, games_per_deal, short) for g in deals]
     cols = {c: np.ascontiguousarray(np.concatenate([g[c] for g in games]).astype(_DTYPES[c]))
             for c in COLUMNS}
     meta = {"dataset_version": str(DATASET_VERSION), "deal_start": str(deals.start),
-            "deal_stop": str(deals.stop), "rows": str(len(cols["q"]))}
+            "deal_stop": str(deals.stop), "rows": str(len(cols["q"])),
+            "games_per_deal": str(games_per_deal), "short": str(int(short))}
     atomic_write_bytes(path, save(cols, metadata=meta))
     return meta
 
@@ -174,6 +205,9 @@ def shard_stats(cols: dict[str, np.ndarray]) -> dict:
     first = cols["depth"] == 0
     return {
         "rows": int(len(cols["q"])),
+        "deals": int(len(np.unique(cols["deal"]))),
+        "split_deals": [int(len(np.unique(cols["deal"][cols["split"] == s])))
+                        for s in range(len(SPLITS))],
         "deal_start": int(cols["deal"].min()), "deal_stop": int(cols["deal"].max()) + 1,
         "split_rows": [int((cols["split"] == s).sum()) for s in range(len(SPLITS))],
         "decl": np.bincount(cols["decl"][first].astype(np.int64), minlength=10).tolist(),
@@ -206,10 +240,11 @@ def build_card(directory, previous: dict | None = None) -> dict:
                          "random legal move; decl uniform 0..9, leader uniform 0..3"}
     for st in per_shard.values():
         card["rows"] += st["rows"]
-        card["deals"] += st["rows"] // 28
+        card["deals"] += st.get("deals", st["rows"] // 28)
         for s, name in enumerate(SPLITS):
             card["splits"][name]["rows"] += st["split_rows"][s]
-            card["splits"][name]["deals"] += st["split_rows"][s] // 28
+            card["splits"][name]["deals"] += st.get("split_deals", [r // 28 for r in
+                                                                    st["split_rows"]])[s]
         for d, c in enumerate(st["decl"]):
             card["decl_mix"][DECL_NAMES[d]] += c
         card["depth_histogram"] = [a + b for a, b in zip(card["depth_histogram"], st["depth"])]
@@ -235,8 +270,11 @@ def write_card(directory) -> dict:
 
 
 def generate(directory, shards: int, deals_per_shard: int, first_shard: int = 0,
+             games_per_deal: int = 1, deal_offset: int = 0, short: bool = False,
              log=print) -> None:
-    """Write shards first_shard .. first_shard+shards-1 that do not exist yet (resumable)."""
+    """Write shards first_shard .. first_shard+shards-1 that do not exist yet (resumable).
+
+    Shard k holds deals deal_offset + [k*S, (k+1)*S) for S = deals_per_shard."""
     from safetensors import safe_open
 
     directory = Path(directory)
@@ -246,15 +284,19 @@ def generate(directory, shards: int, deals_per_shard: int, first_shard: int = 0,
         with safe_open(str(existing[0]), framework="np") as f:
             m = f.metadata()
         size = int(m["deal_stop"]) - int(m["deal_start"])
-        if size != deals_per_shard:
-            raise ValueError(f"{existing[0]} holds {size} deals per shard, but "
-                             f"--deals-per-shard is {deals_per_shard}")
+        first = int(existing[0].stem.split("_")[1])
+        offset = int(m["deal_start"]) - first * size
+        if size != deals_per_shard or offset != deal_offset:
+            raise ValueError(f"{existing[0]} holds {size} deals per shard from deal offset "
+                             f"{offset}, but --deals-per-shard is {deals_per_shard} and "
+                             f"--deal-offset {deal_offset}")
     for k in range(first_shard, first_shard + shards):
         path = directory / f"shard_{k:05d}.safetensors"
         if path.exists():
             continue
         t0 = time.perf_counter()
-        meta = write_shard(path, range(k * deals_per_shard, (k + 1) * deals_per_shard))
+        start = deal_offset + k * deals_per_shard
+        meta = write_shard(path, range(start, start + deals_per_shard), games_per_deal, short)
         card = write_card(directory)
         dt = time.perf_counter() - t0
         log(f"shard {k}: {meta['rows']} rows in {dt:.1f}s ({int(meta['rows']) / dt:.0f} rows/s); "
@@ -267,8 +309,13 @@ def main(argv=None) -> int:
     ap.add_argument("--shards", type=int, default=1000)
     ap.add_argument("--first-shard", type=int, default=0)
     ap.add_argument("--deals-per-shard", type=int, default=200)
+    ap.add_argument("--games-per-deal", type=int, default=1)
+    ap.add_argument("--deal-offset", type=int, default=0, help="first deal number of shard 0")
+    ap.add_argument("--short", action="store_true",
+                    help="mix in games started mid-hand (see label_deal)")
     args = ap.parse_args(argv)
-    generate(args.out, args.shards, args.deals_per_shard, args.first_shard)
+    generate(args.out, args.shards, args.deals_per_shard, args.first_shard,
+             args.games_per_deal, args.deal_offset, args.short)
     return 0
 
 

@@ -24,7 +24,7 @@ from .tokenizer import N_CODES, tokenize
 Q_SCALE = 42.0
 
 DEFAULT_CONFIGS = {
-    "mlp": {"arch": "mlp", "hidden": 256, "depth": 2},
+    "mlp": {"arch": "mlp", "hidden": 256, "depth": 2, "roles": 1},
     "transformer": {"arch": "transformer", "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128},
     # The spec's 816K-parameter transformer size, for speed comparisons.
     "transformer816k": {"arch": "transformer", "d_model": 128, "n_layers": 4, "n_heads": 8,
@@ -57,16 +57,44 @@ def tile_roles() -> torch.Tensor:
 
 
 N_ROLES = 56
+MAX_BEATERS = 3
+
+
+def tile_beaters() -> torch.Tensor:
+    """BEATS[decl, t, u]: tile u follows the suit t leads and outranks t (u != t).
+
+    With the tokenizer's "gone" status this gives, per tile, how many higher tiles of its own
+    suit are still live (0: it is the boss of its suit), the one relation the trick winner
+    hinges on and an embedding sum cannot form by itself.
+    """
+    from ..rules.tables import FOLLOWS, LED_SUIT, RANK
+
+    import numpy as np
+
+    d = np.arange(10)[:, None, None]
+    led = LED_SUIT[:, :, None].astype(np.int64)                      # suit t leads [10, 28, 1]
+    u = np.arange(28)[None, None, :]
+    rank_t = np.take_along_axis(RANK, LED_SUIT.astype(np.int64)[:, None, :], 1)[:, 0, :, None]
+    beats = FOLLOWS[d, led, u] & (RANK[d, led, u] > rank_t)
+    return torch.from_numpy(beats)
 
 
 class EmbSumMLP(nn.Module):
     def __init__(self, hidden: int = 256, depth: int = 2, roles: int = 0):
         super().__init__()
         self.q_scale = Q_SCALE
-        self.use_roles = bool(roles)
-        # Role codes: role * 11 + status; an empty table when roles are off.
-        self.register_buffer("role_of", tile_roles() if roles else torch.zeros(1, dtype=torch.int64))
-        self.role_embed = nn.EmbeddingBag(N_ROLES * 11 if roles else 1, hidden, mode="sum")
+        # roles 0: codes only; 1: + (role, status); 2: + (role, status, live higher tiles of
+        # its suit, capped at MAX_BEATERS). Unused tables are 1-row placeholders so the
+        # module scripts the same way in every mode.
+        self.roles = int(roles)
+        n_beat = MAX_BEATERS + 1 if roles == 2 else 1
+        # Rule tables, rebuilt from tables.py (not stored in weight files).
+        self.register_buffer("role_of", tile_roles() if roles else torch.zeros(1, dtype=torch.int64),
+                             persistent=False)
+        self.register_buffer("beats", tile_beaters() if roles == 2
+                             else torch.zeros(1, 1, 1, dtype=torch.bool), persistent=False)
+        self.n_beat = n_beat
+        self.role_embed = nn.EmbeddingBag(N_ROLES * 11 * n_beat if roles else 1, hidden, mode="sum")
         self.embed = nn.EmbeddingBag(N_CODES, hidden, mode="sum")
         self.bias = nn.Parameter(torch.zeros(hidden))
         self.layers = nn.ModuleList([nn.Linear(hidden, hidden) for _ in range(depth)])
@@ -77,8 +105,15 @@ class EmbSumMLP(nn.Module):
 
     def forward(self, codes: torch.Tensor, slot_tiles: torch.Tensor) -> torch.Tensor:
         h = self.embed(codes) + self.bias
-        if self.use_roles:
-            h = h + self.role_embed(self.role_of[codes // 11] * 11 + codes % 11)
+        if self.roles > 0:
+            status = codes % 11
+            role_code = self.role_of[codes // 11] * 11 + status
+            if self.roles == 2:
+                live = (status != 10).to(torch.int32)                          # [N, 28]
+                beats = self.beats[codes[:, 0] // (28 * 11)].to(torch.int32)    # [N, 28, 28]
+                higher = (beats * live[:, None, :]).sum(-1).clamp(max=self.n_beat - 1)
+                role_code = role_code * self.n_beat + higher
+            h = h + self.role_embed(role_code)
         x = torch.relu(h)
         for layer in self.layers:
             x = torch.relu(layer(x))

@@ -66,8 +66,8 @@ def tokenize(hands: torch.Tensor, remaining: torch.Tensor, decl: torch.Tensor,
     # Column 28 is a dump for -1 (padding) indices; it is dropped at the end.
     status = torch.full((n, 29), 10, dtype=torch.int64, device=dev)
     dump = torch.full_like(hands, 28)
-    status.scatter_(1, torch.where(hands >= 0, hands, dump).reshape(n, -1),
-                    hand_status.reshape(n, -1))
+    status.scatter_(1, torch.where(hands >= 0, hands, dump).reshape(n, 28),
+                    hand_status.reshape(n, 28))
     # Trick tiles are out of every hand (gone above) and get their trick status here.
     k = (trick >= 0).sum(dim=1)
     base = 4 + k * (k - 1) // 2

@@ -36,13 +36,13 @@ from .weights import save_weights
 
 @dataclass
 class TrainConfig:
-    data: str
+    data: str  # shard directory, or several separated by commas
     run: str
     arch: dict = field(default_factory=lambda: dict(DEFAULT_CONFIGS["mlp"]))
     steps: int = 20000
     batch: int = 1024
     lr: float = 2e-3
-    weight_decay: float = 0.0
+    weight_decay: float = 0.1
     warmup: int = 500
     min_lr_frac: float = 0.05
     seed: int = 0
@@ -53,14 +53,17 @@ class TrainConfig:
     reload_every: int = 2000
     max_shards: int | None = None
     device: str = "cpu"
+    stop_at: int | None = None  # leave the loop after this step (checkpointed), as if interrupted
 
 
 class ShardCache:
     """Tokenized rows of every shard read so far, split into train and val (int16 codes)."""
 
-    def __init__(self, directory, max_shards: int | None = None):
-        self.directory = Path(directory)
-        self.max_shards = max_shards
+    def __init__(self, directories, max_shards: int | None = None):
+        if isinstance(directories, (str, Path)):
+            directories = [d for d in str(directories).split(",") if d]
+        self.directories = [Path(d) for d in directories]
+        self.max_shards = max_shards  # per directory
         self.parts: dict[str, dict[str, dict[str, torch.Tensor]]] = {}
         self.hashes: dict[str, str] = {}
 
@@ -69,20 +72,22 @@ class ShardCache:
         from safetensors.numpy import load
 
         added = False
-        for p in shard_paths(self.directory)[:self.max_shards]:
-            if p.name in self.parts:
+        paths = [p for d in self.directories for p in shard_paths(d)[:self.max_shards]]
+        for p in paths:
+            key = f"{p.parent.name}/{p.name}"
+            if key in self.parts:
                 continue
             raw = p.read_bytes()
             try:
                 cols = load(raw)
             except Exception as e:
                 raise ValueError(f"cannot read oracle data shard {p}: {e}") from e
-            self.hashes[p.name] = hashlib.sha256(raw).hexdigest()[:16]
-            self.parts[p.name] = {s: prepare_rows(cols, cols["split"] == i)
+            self.hashes[key] = hashlib.sha256(raw).hexdigest()[:16]
+            self.parts[key] = {s: prepare_rows(cols, cols["split"] == i)
                                   for i, s in enumerate(SPLITS) if s != "test"}
             added = True
         if not self.parts:
-            raise FileNotFoundError(f"no shard_*.safetensors files in {self.directory}")
+            raise FileNotFoundError(f"no shard_*.safetensors files in {self.directories}")
         return added
 
     def split(self, name: str) -> dict[str, torch.Tensor]:
@@ -90,7 +95,7 @@ class ShardCache:
         return {c: torch.cat([p[c] for p in parts]) for c in parts[0]}
 
     def data_hash(self) -> str:
-        """Same value as dataset.data_hash over the shards read (from cached file hashes)."""
+        """Hash of the shards read: their directory/file names and content hashes."""
         h = hashlib.sha256()
         for name in sorted(self.hashes):
             h.update(f"{name}:{self.hashes[name]};".encode())
@@ -189,6 +194,9 @@ def train(cfg: TrainConfig, log=print) -> dict:
     cache.refresh()
     train_rows = cache.split("train")
     val_rows = {c: v[:cfg.val_rows] for c, v in cache.split("val").items()}
+    if len(val_rows["q"]) == 0 or len(train_rows["q"]) == 0:
+        raise ValueError(f"{cfg.data}: need rows of both the train and the val split, got "
+                         f"{len(train_rows['q'])} and {len(val_rows['q'])}: generate more deals")
     log(f"{count_parameters(network)} parameters ({cfg.arch}); {len(train_rows['q'])} train rows, "
         f"{len(val_rows['q'])} val rows from {len(cache.parts)} shards", flush=True)
 
@@ -197,7 +205,8 @@ def train(cfg: TrainConfig, log=print) -> dict:
     bar = Progress(total=cfg.steps, desc="train-oracle", unit="steps")
     bar.update(step)
     network.train()
-    while step < cfg.steps:
+    end = cfg.steps if cfg.stop_at is None else min(cfg.steps, cfg.stop_at)
+    while step < end:
         if cfg.follow and step % cfg.reload_every == 0 and step > 0 and cache.refresh():
             train_rows = cache.split("train")
             log(f"step {step}: reloaded, {len(train_rows['q'])} train rows", flush=True)
@@ -217,7 +226,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
         state["rows_seen"] += cfg.batch
         loss_value = loss.item()
         bar.update(1, loss=loss_value)
-        last = step == cfg.steps
+        last = step == end
         if step % cfg.eval_every == 0 or last:
             metrics = evaluate_rows(network, val_rows, device)
             state["wall_s"] = wall0 + time.perf_counter() - t_start

@@ -1,0 +1,75 @@
+"""End to end on a tiny data set: generate shards, train, resume, evaluate (--json), export."""
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("eqfast.solver._csolver", reason="C solver not built")
+
+from eqfast.cli import eval_oracle, export_oracle, train_oracle  # noqa: E402
+from eqfast.oracle.dataset import build_card, generate, load_shards  # noqa: E402
+from eqfast.oracle.weights import load_network  # noqa: E402
+
+ARCH = ["--hidden", "24", "--depth", "1", "--roles", "1"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("shards")
+    generate(d, shards=2, deals_per_shard=12, log=lambda *a, **k: None)
+    generate(d / "mix", shards=1, deals_per_shard=12, deal_offset=10**7, short=True,
+             log=lambda *a, **k: None)
+    return d
+
+
+def test_shards_and_card(data):
+    card = build_card(data)
+    assert card["shards"] == 2 and card["deals"] == 24 and card["rows"] == 24 * 28
+    assert sum(card["decl_mix"].values()) == 24
+    assert card["depth_histogram"] == [24] * 28
+    assert sum(s["rows"] for s in card["splits"].values()) == card["rows"]
+    rows = load_shards(data)
+    assert rows["q"].shape == (24 * 28, 7) and rows["hands"].shape == (24 * 28, 4, 7)
+    short = build_card(data / "mix")
+    assert short["rows"] < 12 * 28 and short["deals"] == 12  # mid-hand starts are shorter
+    with pytest.raises(ValueError, match="deals per shard"):
+        generate(data, shards=3, deals_per_shard=5, log=lambda *a, **k: None)
+
+
+def test_train_resume_eval_export(data, tmp_path, capsys):
+    run = tmp_path / "run"
+    common = ["--data", f"{data},{data / 'mix'}", "--run", str(run), *ARCH, "--batch", "64",
+              "--eval-every", "10", "--ckpt-every", "10", "--val-rows", "200", "--warmup", "5"]
+    # Interrupted at step 20, then resumed to the end (history keeps the earlier points).
+    assert train_oracle.main([*common, "--steps", "30", "--stop-at", "20"]) == 0
+    assert train_oracle.main([*common, "--steps", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "resumed" in out and "at step 20" in out
+    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    assert [h["step"] for h in history] == [10, 20, 30]
+    # Determinism: a fresh run of 30 steps in one go gives the same weights as the resumed one.
+    run2 = tmp_path / "run2"
+    common2 = [a if a != str(run) else str(run2) for a in common]
+    assert train_oracle.main([*common2, "--steps", "30"]) == 0
+    a, _ = load_network(run / "last.safetensors")
+    b, _ = load_network(run2 / "last.safetensors")
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), name
+    capsys.readouterr()
+
+    w = str(run / "best.safetensors")
+    assert eval_oracle.main(["--weights", w, "--data", str(data), "--split", "train",
+                             "--json", "--speed-batch", "64"]) == 0
+    m = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for key in ("q_gap", "q_gap_multi", "q_mae", "accuracy", "blunder_rate", "positions",
+                "rows_per_s_eager", "rows_per_s_torchscript"):
+        assert key in m
+    assert len(m["per_trick"]) == 7 and m["positions"] > 0
+    assert eval_oracle.main(["--weights", w, "--seed-start", "123456789", "--deals", "2",
+                             "--json", "--no-speed"]) == 0
+    m = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert m["positions"] == 56
+
+    out = tmp_path / "oracle.pt"
+    assert export_oracle.main(["--weights", w, "--out", str(out)]) == 0
+    assert torch.jit.load(str(out)) is not None
