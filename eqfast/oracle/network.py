@@ -91,8 +91,13 @@ class EmbSumMLP(nn.Module):
         # Rule tables, rebuilt from tables.py (not stored in weight files).
         self.register_buffer("role_of", tile_roles() if roles else torch.zeros(1, dtype=torch.int64),
                              persistent=False)
-        self.register_buffer("beats", tile_beaters() if roles == 2
-                             else torch.zeros(1, 1, 1, dtype=torch.bool), persistent=False)
+        # beats_t[u, d*28 + t] = 1.0 when u outranks t within t's suit under decl d: one
+        # [N,28] x [28,280] matmul counts the live higher tiles for all 10 declarations at
+        # once (7840 MACs a row, ~6% of the 256x2 MLP), then the row's decl picks 28 columns.
+        # (A gathered [N,28,28] int product was measured 2x slower end to end.)
+        beats_t = (tile_beaters().permute(2, 0, 1).reshape(28, 280).float() if roles == 2
+                   else torch.zeros(1, 1))
+        self.register_buffer("beats_t", beats_t, persistent=False)
         self.n_beat = n_beat
         self.role_embed = nn.EmbeddingBag(N_ROLES * 11 * n_beat if roles else 1, hidden, mode="sum")
         self.embed = nn.EmbeddingBag(N_CODES, hidden, mode="sum")
@@ -109,9 +114,10 @@ class EmbSumMLP(nn.Module):
             status = codes % 11
             role_code = self.role_of[codes // 11] * 11 + status
             if self.roles == 2:
-                live = (status != 10).to(torch.int32)                          # [N, 28]
-                beats = self.beats[codes[:, 0] // (28 * 11)].to(torch.int32)    # [N, 28, 28]
-                higher = (beats * live[:, None, :]).sum(-1).clamp(max=self.n_beat - 1)
+                live = (status != 10).to(torch.float32)                        # [N, 28]
+                counts = torch.mm(live, self.beats_t)                          # [N, 280]
+                cols = (codes[:, :1] // (28 * 11)) * 28 + torch.arange(28, device=codes.device)
+                higher = counts.gather(1, cols).to(torch.int64).clamp(max=self.n_beat - 1)
                 role_code = role_code * self.n_beat + higher
             h = h + self.role_embed(role_code)
         x = torch.relu(h)
