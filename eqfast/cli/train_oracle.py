@@ -42,6 +42,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--reload-every", type=int, default=2000)
     ap.add_argument("--max-shards", type=int, default=None)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--centered-weight", type=float, default=0.0,
+                    help="weight of the extra loss on Q centred over each row's legal moves")
     ap.add_argument("--stop-at", type=int, default=None,
                     help="stop after this step (checkpointed); re-run to resume")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
@@ -60,7 +62,8 @@ def main(argv=None) -> int:
                       weight_decay=a.weight_decay, warmup=a.warmup, seed=a.seed,
                       val_rows=a.val_rows, eval_every=a.eval_every, ckpt_every=a.ckpt_every,
                       follow=a.follow, reload_every=a.reload_every, max_shards=a.max_shards,
-                      device=a.device, stop_at=a.stop_at)
+                      device=a.device, stop_at=a.stop_at,
+                      centered_weight=a.centered_weight)
     m = train(cfg, log=print)
     print(f"final val: q_gap {m.get('q_gap', float('nan')):.4f} q_mae {m.get('q_mae', float('nan')):.3f}")
     return 0

@@ -1,6 +1,7 @@
 """Train an oracle network on solver-labelled shards (see dataset.py).
 
-Loss: mean squared error of Q/42 over the legal slots of each row. Adam(W), linear warm-up
+Loss: mean squared error of Q/42 over the legal slots of each row (optionally plus a
+weighted MSE of the row-centred values, see `masked_mse`). Adam(W), linear warm-up
 then cosine decay to `min_lr_frac` * lr at `steps`. Each step draws `batch` rows uniformly
 (with replacement) from the train split with a generator keyed by mix_seed(seed, step), so a
 run is a pure function of (data, arguments, seed) and resuming from a checkpoint continues
@@ -53,6 +54,7 @@ class TrainConfig:
     reload_every: int = 2000
     max_shards: int | None = None
     device: str = "cpu"
+    centered_weight: float = 0.0
     stop_at: int | None = None  # leave the loop after this step (checkpointed), as if interrupted
 
 
@@ -119,10 +121,19 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
     return cfg.lr * (cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
-def masked_mse(pred: torch.Tensor, q: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
-    """Mean over legal slots of ((pred - q) / 42)^2."""
-    err = ((pred - q) / Q_SCALE) ** 2 * legal
-    return err.sum() / legal.sum().clamp(min=1)
+def masked_mse(pred: torch.Tensor, q: torch.Tensor, legal: torch.Tensor,
+               centered_weight: float = 0.0) -> torch.Tensor:
+    """Mean over legal slots of ((pred - q) / 42)^2, plus `centered_weight` times the same
+    for both sides centred on their mean over the row's legal slots (weights the differences
+    between moves, which decide q_gap, against the position's overall level)."""
+    legal_f = legal.to(pred.dtype)
+    n = legal_f.sum().clamp(min=1)
+    diff = (pred - q) / Q_SCALE
+    loss = (diff ** 2 * legal_f).sum() / n
+    if centered_weight > 0:
+        mean = (diff * legal_f).sum(1, keepdim=True) / legal_f.sum(1, keepdim=True).clamp(min=1)
+        loss = loss + centered_weight * (((diff - mean) ** 2) * legal_f).sum() / n
+    return loss
 
 
 def evaluate_rows(network, rows: dict[str, torch.Tensor], device, chunk: int = 8192) -> dict:
@@ -218,7 +229,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
         q, legal = train_rows["q"][idx].to(device), train_rows["legal"][idx].to(device)
         for g in optimizer.param_groups:
             g["lr"] = lr_at(cfg, step)
-        loss = masked_mse(network(codes, slots), q, legal)
+        loss = masked_mse(network(codes, slots), q, legal, cfg.centered_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
