@@ -11,12 +11,22 @@ from eqfast.engine.posterior import PosteriorConfig
 
 
 
+def _network_oracle():
+    from eqfast.oracle.network import NetworkOracle, build_network, script_module
+    torch.manual_seed(0)
+    return NetworkOracle(script_module(build_network({"arch": "mlp", "hidden": 32, "depth": 1}).eval()))
+
+
 @pytest.mark.interpreter
+@pytest.mark.parametrize("oracle", ["hash", "network"])
 @pytest.mark.parametrize("posterior", [None, PosteriorConfig(window_k=3)], ids=["uniform", "posterior"])
-def test_triton_backend_matches_reference(posterior):
+def test_triton_backend_matches_reference(posterior, oracle):
+    """'network' goes through tokenize_worlds (the Triton kernel on the triton backend);
+    'hash' through OracleBatch rows."""
+    make = HashOracle if oracle == "hash" else _network_oracle
     cfg = EngineConfig(n_samples=7, posterior=posterior, seed=3, store_worlds=True)
-    ref = Engine(HashOracle(), cfg, backend="reference").play([10, 11])
-    tri = Engine(HashOracle(), cfg, backend="triton").play([10, 11])
+    ref = Engine(make(), cfg, backend="reference").play([10, 11])
+    tri = Engine(make(), cfg, backend="triton").play([10, 11])
     # integer / random-number driven outputs: identical
     for name in ("transcript_tokens", "transcript_lengths", "legal_mask", "action_taken",
                  "n_worlds", "enumerated", "exploration_mode"):

@@ -71,8 +71,9 @@ class DecisionStep:
     `oracle_fn(batch) -> q [rows, 7]` must itself be host-read-free (a TorchScript network
     is; ExactOracle is not and only works with graphs off)."""
 
-    def __init__(self, oracle_fn, cfg: EngineConfig, backend):
+    def __init__(self, oracle_fn, cfg: EngineConfig, backend, codes_fn=None):
         self.oracle_fn = oracle_fn
+        self.codes_fn = codes_fn      # network on tokenized rows, if the oracle has one
         self.cfg = cfg
         self.backend = backend
 
@@ -80,17 +81,23 @@ class DecisionStep:
         cfg = self.cfg
         N = cfg.n_samples
         G = games.batch_size
-        with host_checks_off():
+        with host_checks_off(), torch.no_grad():
             with stage("public"):
                 info = hidden_info(games)
                 counts = completion_counts(info)
                 legal = games.legal_mask()
             with stage("sample"):
                 sample = self.backend.sample_worlds(info, counts, keys_w, N)
-            with stage("worlds"):
-                batch = build_oracle_batch(games, info, sample)
-            with stage("oracle"):
-                q = self.oracle_fn(batch).float().view(G, N, 7)
+            if self.codes_fn is not None:
+                with stage("tokenize"):
+                    codes, slot_tiles = self.backend.tokenize_worlds(games, info, sample)
+                with stage("oracle"):
+                    q = self.codes_fn(codes, slot_tiles).float().view(G, N, 7)
+            else:
+                with stage("worlds"):
+                    batch = build_oracle_batch(games, info, sample)
+                with stage("oracle"):
+                    q = self.oracle_fn(batch).float().view(G, N, 7)
             if cfg.posterior is None:
                 logw = torch.where(sample.valid, 0.0, float("-inf"))
             else:
@@ -176,7 +183,11 @@ class FastEngine(Engine):
         self.graphs = (self.device.type == "cuda") if graphs is None else bool(graphs)
         if self.graphs and self.device.type != "cuda":
             raise ValueError("CUDA graphs need a CUDA device")
-        self.step = DecisionStep(self._oracle_fn(oracle), cfg, self.backend)
+        codes_fn = None
+        if hasattr(oracle, "query_codes"):
+            module = oracle.module
+            codes_fn = lambda codes, slot_tiles: module.forward_codes(codes, slot_tiles)
+        self.step = DecisionStep(self._oracle_fn(oracle), cfg, self.backend, codes_fn)
         self._graphs: dict = {}
         self._copy_stream = torch.cuda.Stream() if self.device.type == "cuda" else None
 

@@ -75,6 +75,7 @@ class Backend:
     """The device stages by name; reference and Triton versions share signatures."""
     name: str
     sample_worlds: Callable
+    tokenize_worlds: Callable
     weighted_moments: Callable
 
 
@@ -86,21 +87,27 @@ def make_backend(name: str = "reference", device="cpu") -> Backend:
     if name == "reference":
         from .moments import weighted_moments
         from .sampling import sample_worlds
+        from .tokens import tokenize_worlds
     elif name == "triton":
         if device.type != "cuda":
             # Triton kernels run on the CPU only under its interpreter (slow: for tests and
             # debugging). The variable is read when kernels are defined, i.e. on import.
             os.environ.setdefault("TRITON_INTERPRET", "1")
-        from ..kernels import sample_worlds, weighted_moments
+        from ..kernels import sample_worlds, tokenize_worlds, weighted_moments
     else:
         raise ValueError(f"unknown backend {name!r} (choose reference, triton or auto)")
-    return Backend(name, sample_worlds, weighted_moments)
+    return Backend(name, sample_worlds, tokenize_worlds, weighted_moments)
 
 
 def _chunked_query(oracle: Oracle, batch: OracleBatch, chunk: int):
-    if len(batch) <= chunk:
-        return oracle.query(batch)
-    parts = [oracle.query(batch.select(slice(i, i + chunk))) for i in range(0, len(batch), chunk)]
+    return _chunked(lambda sl: oracle.query(batch.select(sl)), len(batch), chunk)
+
+
+def _chunked(fetch, n_rows: int, chunk: int):
+    """fetch(slice) -> (q, legal) over [0, n_rows) in slices of at most `chunk` rows."""
+    if n_rows <= chunk:
+        return fetch(slice(0, n_rows))
+    parts = [fetch(slice(i, i + chunk)) for i in range(0, n_rows, chunk)]
     return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 
@@ -213,14 +220,27 @@ class Engine:
         with stage("sample"):
             sample = self.backend.sample_worlds(info, counts, keys, n)
             ranks = world_ranks(sample.total, keys, n)
-        with stage("worlds"):
-            batch = build_oracle_batch(games, info, sample)
-            rep, inverse = _unique_worlds(ranks)
+        rep, inverse = _unique_worlds(ranks)
+        g_of_u = torch.div(rep, n, rounding_mode="floor")
+        if hasattr(self.oracle, "query_codes"):
+            # network oracle: the backend tokenizes the worlds (Triton: straight from the
+            # owners, no OracleBatch); the legal slots are the rules' (world-independent)
+            with stage("tokenize"):
+                codes, slot_tiles = self.backend.tokenize_worlds(games, info, sample)
+
+            def fetch(rows):
+                g = torch.div(rows, n, rounding_mode="floor")
+                return self.oracle.query_codes(codes[rows], slot_tiles[rows]), legal[g]
+        else:
+            with stage("worlds"):
+                batch = build_oracle_batch(games, info, sample)
+
+            def fetch(rows):
+                return self.oracle.query(batch.select(rows))
         with stage("oracle"):
-            q_u, legal_u = self._query_cached(batch, rep, ranks, gid, cache)
+            q_u, legal_u = self._query_cached(fetch, rep, ranks, gid, cache)
         self.world_rows += G * n
         # integrity: the actor's legal slots do not depend on the hidden hands
-        g_of_u = torch.div(rep, n, rounding_mode="floor")
         if not torch.equal(legal_u, legal[g_of_u]):
             bad = int(g_of_u[(legal_u != legal[g_of_u]).any(1)][0])
             raise RuntimeError(f"game {int(gid[bad])}: oracle legal mask differs from the "
@@ -233,8 +253,9 @@ class Engine:
             logw = self._posterior(games, info, sample, ranks, rep, inverse)
         return sample, q, logw
 
-    def _query_cached(self, batch: OracleBatch, rep, ranks, gid, cache):
-        """Query rows `rep` of `batch`, reusing rows of earlier rounds (adaptive sampling)."""
+    def _query_cached(self, fetch, rep, ranks, gid, cache):
+        """Oracle rows `rep` (fetch(index) -> (q, legal)), reusing rows of earlier rounds
+        (adaptive sampling)."""
         n = ranks.shape[1]
         key = gid[torch.div(rep, n, rounding_mode="floor")] * (1 << 32) + ranks.reshape(-1)[rep]
         old = cache.get("current")
@@ -242,8 +263,8 @@ class Engine:
             todo = torch.ones(len(rep), dtype=torch.bool, device=rep.device)
         else:
             todo = ~torch.isin(key, old[0])
-        sub = batch.select(rep[todo])
-        q_new, l_new = _chunked_query(self.oracle, sub, cfg_chunk(self.cfg))
+        sub = rep[todo]
+        q_new, l_new = _chunked(lambda sl: fetch(sub[sl]), len(sub), cfg_chunk(self.cfg))
         self.oracle_rows += len(sub)
         q = torch.empty(len(rep), 7, dtype=q_new.dtype, device=q_new.device)
         lg = torch.empty(len(rep), 7, dtype=torch.bool, device=q_new.device)

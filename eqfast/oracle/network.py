@@ -195,11 +195,16 @@ class OracleModule(nn.Module):
         slot_tiles = hands[rows, actor].clamp(min=0)
         return self.network(codes, slot_tiles)
 
+    @torch.jit.export
+    def forward_codes(self, codes: torch.Tensor, slot_tiles: torch.Tensor) -> torch.Tensor:
+        """The network on already tokenized rows (the Triton `tokenize_worlds` path)."""
+        return self.network(codes, slot_tiles)
+
 
 def script_module(network: nn.Module, freeze: bool = True) -> torch.jit.ScriptModule:
     """TorchScript (frozen by default) of `OracleModule(network)` in eval mode."""
     module = torch.jit.script(OracleModule(network).eval())
-    return torch.jit.freeze(module) if freeze else module
+    return torch.jit.freeze(module, preserved_attrs=["forward_codes"]) if freeze else module
 
 
 class NetworkOracle:
@@ -223,3 +228,10 @@ class NetworkOracle:
             q = self.module(b.hands, b.remaining, b.decl, b.trick, b.actor)
         legal = legal_slots(b)
         return q.float().to(src), legal.to(src)
+
+    def query_codes(self, codes: torch.Tensor, slot_tiles: torch.Tensor) -> torch.Tensor:
+        """q [N, 7] (actor frame) of rows already tokenized (codes [N,28], slot_tiles [N,7])."""
+        src = codes.device
+        with torch.no_grad():
+            q = self.module.forward_codes(codes.to(self.device), slot_tiles.to(self.device))
+        return q.float().to(src)
