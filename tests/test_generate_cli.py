@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from eqfast.cli.generate import main
 from eqfast.data.schema import check_invariants
@@ -37,32 +38,62 @@ def test_generate_writes_split_shards_and_resumes(tmp_path, capsys):
         assert check_invariants(records) == []
     assert n == 3 * 28
     before = {f: f.stat().st_mtime_ns for f in _all_shards(out)}
-    assert main(["--out", str(out), "--games", "4", "--games-per-batch", "2", *FAST]) == 0
+    assert main(["--out", str(out), "--games", "6", "--games-per-batch", "4", *FAST]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    # (0,1) is done and kept; (2,3) is a new range ((2,2) was a shorter last batch)
-    assert summary["games"] == 2
+    # seeds 0..2 are done (in ranges of another batch size) and kept; only 3..5 are played
+    assert summary["games"] == 3
+    assert completed_seed_ranges(out) == [(0, 1), (2, 2), (3, 5)]
     assert all(f.stat().st_mtime_ns == t for f, t in before.items())
+    seeds = torch.cat([read_shard(f)[0]["seed"] for f in _all_shards(out)])
+    assert sorted(set(seeds.tolist())) == list(range(6)) and len(seeds) == 6 * 28
+
+
+def test_resume_with_other_settings_is_refused(tmp_path, capsys):
+    out = tmp_path / "ds"
+    assert main(["--out", str(out), "--games", "1", *FAST]) == 0
+    capsys.readouterr()
+    assert main(["--out", str(out), "--games", "2", "--oracle", "exact", "--n-samples", "5",
+                 "--quiet"]) == 2
+    assert "n_samples" in capsys.readouterr().err
+
+
+def test_overlapping_shards_are_rejected_on_read(tmp_path):
+    out = tmp_path / "ds"
+    assert main(["--out", str(out), "--games", "2", "--games-per-batch", "2", *FAST]) == 0
+    for f in out.glob("*/shard_000000-000001.*"):       # a copy that overlaps seeds 0..1
+        f.with_name(f.name.replace("000000-000001", "000001-000001")).write_bytes(f.read_bytes())
+    split = next(p.parent.name for p in out.glob("*/shard_000000-000001.safetensors")
+                 if len(read_shard(p)[0]))
+    with pytest.raises(ShardError, match="overlap"):
+        read_dataset(out, split)
 
 
 def test_pt_format_written(tmp_path):
     out = tmp_path / "ds"
     assert main(["--out", str(out), "--games", "1", "--format", "pt", *FAST]) == 0
     pts = sorted(out.glob("*/shard_*.pt"))
-    assert pts
-    records, meta = read_shard(next(p for p in pts if read_shard(p)[0] is not None))
-    assert meta["version"] == "2.1"
+    assert len(pts) == 3
+    for pt in pts:
+        from_pt, meta_pt = read_shard(pt)
+        from_st, meta_st = read_shard(pt.with_suffix(".safetensors"))
+        assert meta_pt == meta_st and meta_pt["version"] == "2.1"
+        assert sorted(from_pt.tensors) == sorted(from_st.tensors)
+        for name in from_st.tensors:
+            assert torch.equal(from_pt[name], from_st[name]), name
 
 
 @pytest.mark.parametrize("argv,needle", [
     (["--games", "0"], "--games"),
     (["--n-samples", "0"], "--n-samples"),
-    (["--device", "cuda"], "cuda"),
+    (["--seed-start", "-3"], "--seed-start"),
+    (["--target-games", "-5"], "--target-games"),
+    pytest.param(["--device", "cuda"], "cuda", marks=pytest.mark.skipif(
+        torch.cuda.is_available(), reason="CUDA present: --device cuda is valid")),
 ])
 def test_bad_arguments_exit_2(tmp_path, capsys, argv, needle):
-    code = main(["--out", str(tmp_path), *FAST, *argv]) if "cuda" not in argv or not \
-        __import__("torch").cuda.is_available() else 2
-    assert code == 2
+    assert main(["--out", str(tmp_path), *FAST, *argv]) == 2
     assert needle in capsys.readouterr().err
+    assert not list(tmp_path.rglob("shard_*"))
 
 
 def test_corrupted_shard_named_in_error(tmp_path):

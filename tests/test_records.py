@@ -143,8 +143,8 @@ def test_shard_round_trip_safetensors_and_pt(full_games, tmp_path):
     meta = build_metadata(exploration=CFG, records=full_games)
     paths = write_shard(full_games, meta, tmp_path / "x" / "shard_001000-001005",
                         formats=("safetensors", "pt"))
-    assert [p.suffix for p in paths] == [".safetensors", ".json", ".pt"]
-    for p in (paths[0], paths[1], paths[2]):
+    assert [p.suffix for p in paths] == [".pt", ".safetensors", ".json"]  # sidecar last
+    for p in paths:
         rec, meta2 = read_shard(p)
         _same(rec, full_games)
         assert meta2 == meta

@@ -12,6 +12,7 @@ written atomically, so an interrupted run never loses or corrupts a saved shard.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import signal
 import sys
@@ -20,12 +21,13 @@ from pathlib import Path
 
 import torch
 
-from ..data.shards import completed_seed_ranges, write_split_shards
+from ..data.shards import ShardError, completed_seed_ranges, write_split_shards
 from ..engine.fast import FastEngine
 from ..engine.pipeline import Engine, EngineConfig
 from ..engine.policy import ExplorationConfig
 from ..engine.posterior import PosteriorConfig
-from ..engine.records import build_metadata
+from ..engine.records import build_metadata, jsonable
+from ..data.shards import run_metadata
 from ..utils.profiling import stage_table
 from ..utils.progress import Progress
 
@@ -99,18 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_oracle(spec: str, device, eager: bool = False):
-    """(oracle, identity dict) for --oracle."""
+    """(oracle, identity dict) for --oracle; the identity names the weights by SHA-256."""
     if spec == "exact":
         from ..oracle.exact import ExactOracle
         return ExactOracle(), {"name": "exact"}
-    from ..oracle.weights import load_default_oracle, load_oracle as load_path
-    if spec == "default":
-        oracle = load_default_oracle(device=device, script=not eager)
-    else:
-        if not Path(spec).is_file():
-            raise SystemExit(f"eqfast-generate: --oracle {spec}: no such file")
-        oracle = load_path(spec, device=device, script=not eager)
-    return oracle, {"name": spec, **getattr(oracle, "identity", {})}
+    from ..oracle.weights import DEFAULT_MODEL, load_oracle as load_path
+    path = Path(DEFAULT_MODEL if spec == "default" else spec)
+    if not path.is_file():
+        raise SystemExit(f"eqfast-generate: --oracle {spec}: no such file {path}")
+    oracle = load_path(path, device=device, script=not eager)
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    return oracle, {"name": spec, "path": str(path), "sha256": sha}
 
 
 class _Interrupt:
@@ -128,15 +129,40 @@ class _Interrupt:
 
 
 def pending_ranges(seed_start: int, n_games: int | None, per_batch: int, done):
-    """Seed ranges [lo, hi] still to generate, in order (n_games None = forever)."""
-    done = set(done)
-    k = 0
-    while n_games is None or k * per_batch < n_games:
-        lo = seed_start + k * per_batch
-        hi = lo + per_batch - 1 if n_games is None else min(lo + per_batch, seed_start + n_games) - 1
-        if (lo, hi) not in done:
-            yield lo, hi
-        k += 1
+    """Seed ranges [lo, hi] still to generate, in order (n_games None = forever).
+
+    Seeds covered by any completed range are skipped whatever the batch size of the run
+    that wrote them, and a batch never spans a covered seed, so a game is never written
+    twice even when --games or --games-per-batch change between runs."""
+    covered = sorted(done)
+    end = None if n_games is None else seed_start + n_games
+    seed, k = seed_start, 0
+    while end is None or seed < end:
+        while k < len(covered) and covered[k][1] < seed:
+            k += 1
+        if k < len(covered) and covered[k][0] <= seed:     # inside a finished range
+            seed = covered[k][1] + 1
+            continue
+        hi = seed + per_batch - 1
+        if end is not None:
+            hi = min(hi, end - 1)
+        if k < len(covered):
+            hi = min(hi, covered[k][0] - 1)                  # stop before the next one
+        yield seed, hi
+        seed = hi + 1
+
+
+def run_settings(cfg: EngineConfig, identity: dict) -> dict:
+    """What must not change between runs writing into one output directory."""
+    from dataclasses import asdict
+    return jsonable({
+        "run_seed": cfg.seed, "n_samples": cfg.n_samples, "sem": cfg.sem,
+        "max_samples": cfg.max_samples if cfg.sem is not None else None,
+        "posterior": asdict(cfg.posterior) if cfg.posterior is not None else None,
+        "exploration": asdict(cfg.exploration), "decl_mode": str(cfg.decl_mode),
+        "store_worlds": cfg.store_worlds,
+        "oracle": identity.get("sha256") or identity.get("name"),
+    })
 
 
 def main(argv=None) -> int:
@@ -144,6 +170,10 @@ def main(argv=None) -> int:
     for name in ("games", "games_per_batch", "n_samples"):
         if getattr(args, name) < 1:
             print(f"eqfast-generate: --{name.replace('_', '-')} must be >= 1", file=sys.stderr)
+            return 2
+    for name in ("seed_start", "target_games"):
+        if (getattr(args, name) or 0) < 0:
+            print(f"eqfast-generate: --{name.replace('_', '-')} must be >= 0", file=sys.stderr)
             return 2
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("eqfast-generate: --device cuda but no CUDA device is available", file=sys.stderr)
@@ -174,6 +204,20 @@ def main(argv=None) -> int:
     else:
         engine = Engine(oracle, cfg, backend=args.backend, device=args.device)
 
+    settings = run_settings(cfg, identity)
+    try:
+        previous = run_metadata(args.out)
+    except ShardError as e:
+        print(f"eqfast-generate: {e}", file=sys.stderr)
+        return 2
+    if previous is not None and previous.get("settings") != settings:
+        old = previous.get("settings") or {}
+        diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+        print(f"eqfast-generate: {args.out} holds shards made with other settings "
+              f"(differing: {', '.join(diff) or 'settings missing'}); resume with the same "
+              "flags or write to a new --out", file=sys.stderr)
+        return 2
+
     n_games = None if args.target_games == 0 else (args.target_games or args.games)
     done = completed_seed_ranges(args.out)
     todo = list(pending_ranges(args.seed_start, n_games, args.games_per_batch, done)) \
@@ -194,7 +238,7 @@ def main(argv=None) -> int:
         meta = build_metadata(
             posterior=cfg.posterior, exploration=cfg.exploration, oracle=identity,
             n_samples=cfg.n_samples, records=records,
-            extra={"seed_range": [seeds[0], seeds[-1]], "run_seed": cfg.seed,
+            extra={"settings": settings, "seed_range": [seeds[0], seeds[-1]], "run_seed": cfg.seed,
                    "backend": engine.backend.name, "pipeline": "fast" if fast else "reference",
                    "device": str(engine.device), "decl_mode": cfg.decl_mode,
                    "adaptive": {"sem": cfg.sem, "max_samples": cfg.max_samples}})

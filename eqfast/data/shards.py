@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import torch
@@ -26,6 +27,7 @@ from .schema import DEBUG_FIELDS, FIELDS, SCHEMA_VERSION, SPLIT_NAMES, DecisionR
 
 SHARD_FORMAT = "eqfast-decisions"
 FORMATS = ("safetensors", "pt")
+_SHARD_RE = re.compile(r"shard_(\d+)-(\d+)")
 
 
 class ShardError(Exception):
@@ -66,6 +68,13 @@ def write_shard(records: DecisionRecords, metadata: dict, path, formats=("safete
     tensors = {k: v.detach().cpu().contiguous() for k, v in records.tensors.items()}
     meta_json = json.dumps(metadata, allow_nan=False, sort_keys=True)
     written = []
+    # the .pt file first and the sidecar last: a sidecar on disk means every file of the
+    # shard is complete (resume trusts sidecars)
+    if "pt" in formats:
+        pt_path = path.with_suffix(".pt")
+        with atomic_path(pt_path) as tmp:
+            torch.save({**tensors, "metadata": metadata}, tmp)
+        written.append(pt_path)
     if "safetensors" in formats:
         blob = save(tensors, metadata={"format": SHARD_FORMAT, "version": SCHEMA_VERSION,
                                        "metadata": meta_json})
@@ -79,11 +88,6 @@ def write_shard(records: DecisionRecords, metadata: dict, path, formats=("safete
         atomic_write_text(_sidecar(path), json.dumps(sidecar, allow_nan=False, indent=1,
                                                      sort_keys=True))
         written += [st_path, _sidecar(path)]
-    if "pt" in formats:
-        pt_path = path.with_suffix(".pt")
-        with atomic_path(pt_path) as tmp:
-            torch.save({**tensors, "metadata": metadata}, tmp)
-        written.append(pt_path)
     return written
 
 
@@ -165,22 +169,52 @@ def _read_pt(path: Path) -> tuple[DecisionRecords, dict]:
     return _check_records(obj, path), metadata
 
 
+def _range_of(path: Path) -> tuple[int, int] | None:
+    """(lo, hi) of a file named shard_<lo>-<hi>.<ext>, None for any other name."""
+    m = _SHARD_RE.fullmatch(path.stem)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def check_disjoint(ranges: list[tuple[int, int]], where) -> None:
+    """Raise ShardError if two seed ranges overlap (a game would be counted twice)."""
+    ordered = sorted(ranges)
+    for (lo1, hi1), (lo2, hi2) in zip(ordered, ordered[1:]):
+        if lo2 <= hi1:
+            raise ShardError(f"{where}: shards {shard_name(lo1, hi1)} and {shard_name(lo2, hi2)} "
+                             "overlap: the same games would be read twice")
+
+
 def read_dataset(root, split: str = "train") -> tuple[DecisionRecords, list[dict]]:
-    """All safetensors shards of one split under root, concatenated in file-name order."""
-    files = sorted((Path(root) / split).glob("shard_*.safetensors"))
+    """All safetensors shards of one split under root, concatenated in seed order.
+
+    Raises ShardError when there are none or when two shards' seed ranges overlap."""
+    folder = Path(root) / split
+    files = [f for f in folder.glob("shard_*.safetensors") if _range_of(f) is not None]
     if not files:
-        raise ShardError(f"{Path(root) / split}: no shards")
+        raise ShardError(f"{folder}: no shards")
+    files.sort(key=_range_of)
+    check_disjoint([_range_of(f) for f in files], folder)
     parts, metas = zip(*(read_shard(f) for f in files))
     return DecisionRecords.cat(parts), list(metas)
 
 
 def completed_seed_ranges(root) -> list[tuple[int, int]]:
-    """Seed ranges [lo, hi] whose train, val and test sidecars all exist (resume support)."""
+    """Seed ranges [lo, hi] whose train, val and test sidecars all exist (resume support).
+    Files not named shard_<lo>-<hi>.json are ignored."""
     ranges = None
     for split in SPLIT_NAMES:
-        found = set()
-        for f in (Path(root) / split).glob("shard_*-*.json"):
-            lo, hi = f.stem[len("shard_"):].split("-")
-            found.add((int(lo), int(hi)))
+        found = {r for f in (Path(root) / split).glob("shard_*-*.json")
+                 if (r := _range_of(f)) is not None}
         ranges = found if ranges is None else ranges & found
     return sorted(ranges or ())
+
+
+def run_metadata(root) -> dict | None:
+    """The metadata of one completed shard under root (None if there is none)."""
+    for lo, hi in completed_seed_ranges(root):
+        side = _sidecar(shard_path(root, SPLIT_NAMES[0], lo, hi))
+        try:
+            return json.loads(side.read_text(encoding="utf-8"))["metadata"]
+        except (OSError, ValueError, KeyError) as e:
+            raise ShardError(f"{side}: corrupted sidecar ({type(e).__name__}: {e})") from None
+    return None

@@ -240,7 +240,10 @@ class Engine:
         with stage("oracle"):
             q_u, legal_u = self._query_cached(fetch, rep, ranks, gid, cache)
         self.world_rows += G * n
-        # integrity: the actor's legal slots do not depend on the hidden hands
+        # integrity (OracleBatch path): the oracle's legal slots, computed from each world's
+        # reconstructed position, must equal the rules' legal slots of the real game (they
+        # cannot depend on the hidden hands). On the token path legal_u *is* legal[g]; the
+        # reconstruction is covered by tests/test_worlds.py and the kernel equivalence tests.
         if not torch.equal(legal_u, legal[g_of_u]):
             bad = int(g_of_u[(legal_u != legal[g_of_u]).any(1)][0])
             raise RuntimeError(f"game {int(gid[bad])}: oracle legal mask differs from the "

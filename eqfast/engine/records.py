@@ -82,6 +82,8 @@ def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Sele
     e_q_var = _to_current_order(moments.var.float(), slot_of_pos, 0.0)
     legal_cur = _to_current_order(legal, slot_of_pos, False)
     chosen = slot_of_pos == selection.slot[:, None]
+    # as64 may return a view of its input (game_idx, seeds): in the graph path those are
+    # static input buffers, which is why fast.py clones every record field after a replay
     as64 = lambda x: torch.as_tensor(x, dtype=torch.int64, device=games.device).expand(G)
     tensors = {
         "transcript_tokens": tokens,
