@@ -213,10 +213,11 @@ def train(cfg: TrainConfig, log=print) -> dict:
 
     metrics: dict = {}
     t_start, wall0 = time.perf_counter(), state["wall_s"]
-    bar = Progress(total=cfg.steps, desc="train-oracle", unit="steps")
-    bar.update(step)
-    network.train()
     end = cfg.steps if cfg.stop_at is None else min(cfg.steps, cfg.stop_at)
+    # This session's steps only, so the rate and ETA stay right after a resume.
+    bar = Progress(total=max(0, end - step), desc=f"train-oracle (steps {step}..{end})",
+                   unit="steps")
+    network.train()
     while step < end:
         if cfg.follow and step % cfg.reload_every == 0 and step > 0 and cache.refresh():
             train_rows = cache.split("train")
