@@ -29,6 +29,9 @@ DEFAULT_CONFIGS = {
     # The spec's 816K-parameter transformer size, for speed comparisons.
     "transformer816k": {"arch": "transformer", "d_model": 128, "n_layers": 4, "n_heads": 8,
                         "d_ff": 512},
+    # The spec's 3.3M-parameter transformer size (speed comparisons on a GPU).
+    "transformer3m": {"arch": "transformer", "d_model": 256, "n_layers": 4, "n_heads": 8,
+                      "d_ff": 768},
 }
 
 
