@@ -4,12 +4,18 @@ One step for the G games in flight (every game has 28 decisions, so they stay al
 
     public   hidden_info + completion_counts        what the actor knows (voids, sizes)
     sample   backend.sample_worlds                  N exactly-uniform worlds per game
-    worlds   build_oracle_batch                     worlds as oracle positions
-    oracle   oracle.query on UNIQUE worlds only     Q [G, N, 7] actor frame
+    tokenize backend.tokenize_worlds                network oracles: codes straight from
+      or worlds  build_oracle_batch                 the worlds; other oracles: OracleBatch
+    oracle   on the UNIQUE worlds only              Q [G, N, 7] actor frame
     posterior (optional) prefix_oracle_batch + oracle + posterior_log_weights
     reduce   backend.weighted_moments               E[Q], Var[Q], ESS, u_mean/u_max
     select   select_actions                         exploration policy
     record   records_from_step                      schema 2.1 rows (CPU)
+    advance  BatchedGames.play                      the chosen moves
+
+The backend ("reference" pure PyTorch, "triton" eqfast.kernels) supplies sample_worlds,
+tokenize_worlds and weighted_moments with identical signatures. `fast.py` runs the same
+stages with static shapes for CUDA graphs.
 
 Never the same oracle row twice: within one game a world is identified by its rank
 (`sampling.world_ranks`), and the current position and every window position of a world
@@ -68,6 +74,9 @@ class EngineConfig:
         if self.sem is not None and (self.sem <= 0 or self.max_samples < self.n_samples):
             raise ValueError(f"adaptive sampling needs sem > 0 and max_samples >= n_samples, "
                              f"got sem={self.sem}, max_samples={self.max_samples}")
+        if self.store_worlds and self.sem is not None:
+            raise ValueError("store_worlds and adaptive sampling (sem) cannot be combined: "
+                             "the number of worlds differs between decisions")
 
 
 @dataclass(frozen=True)
@@ -169,8 +178,6 @@ class Engine:
         with stage("public"):
             legal = games.legal_mask()
         keys = self._keys(seeds, decision, STREAM_WORLDS)
-        if cfg.store_worlds and cfg.sem is not None:
-            raise ValueError("store_worlds and adaptive sampling (sem) cannot be combined")
 
         sub = torch.arange(G, device=self.device)
         n = cfg.n_samples
