@@ -129,7 +129,7 @@ def test_profile_run_tiny_run_table(profile_run, tmp_path, capsys):
                            "--json", str(out_json)])
     assert rc == 0
     text = capsys.readouterr().out
-    for name in ("public", "sample", "worlds", "oracle", "reduce", "select", "record",
+    for name in ("public", "sample", "tokenize", "oracle", "reduce", "select", "record",
                  "advance", "(outside stages)", "total (wall)", "games/s", "oracle share"):
         assert name in text
     summary = json.loads(out_json.read_text())
