@@ -9,10 +9,11 @@ The game is played to the end; at each of its 28 decisions the position is label
 solver's exact Q of every legal move, then the actor plays a uniformly random legal move with
 probability epsilon, else the solver's best move (ties -> lowest tile id). So every depth is
 covered, along lines from near-optimal to half random. (This offline generator uses numpy
-randomness; the engine's Philox streams are for the engine's own draws.)
+randomness; the engine's Philox streams are for the engine's own draws.) With `short`
+(`--short`), two deals in three start mid-hand instead (see `label_deal`).
 
-Shards: `<dir>/shard_<k:05d>.safetensors` holds deals [k*S, (k+1)*S) (S = deals per shard,
-recorded in metadata), 28 rows per deal, columns:
+Shards: `<dir>/shard_<k:05d>.safetensors` holds deals offset + [k*S, (k+1)*S) (S = deals
+per shard, recorded in metadata), 28 rows per full-hand game, columns:
     hands [R,4,7] int8, remaining [R,4] uint8, decl/leader/actor/depth/split [R] int8,
     trick [R,3] int8 (-1 pad), q [R,7] float32 (actor frame, 0 at illegal), legal [R,7] bool,
     deal [R] int64.
@@ -202,10 +203,11 @@ def data_hash(paths) -> str:
 
 def shard_stats(cols: dict[str, np.ndarray]) -> dict:
     """Counts of one shard: rows and deals per split, declarations, depths, legal moves."""
-    first = cols["depth"] == 0
+    _, first = np.unique(cols["deal"], return_index=True)  # first row of each deal
     return {
         "rows": int(len(cols["q"])),
-        "deals": int(len(np.unique(cols["deal"]))),
+        "deals": int(len(first)),
+        "mid_hand_deals": int((cols["depth"][first] > 0).sum()),
         "split_deals": [int(len(np.unique(cols["deal"][cols["split"] == s])))
                         for s in range(len(SPLITS))],
         "deal_start": int(cols["deal"].min()), "deal_stop": int(cols["deal"].max()) + 1,
@@ -232,15 +234,17 @@ def build_card(directory, previous: dict | None = None) -> dict:
         else:
             per_shard[p.name] = {**shard_stats(load_file(str(p))), "hash": file_hash(p)}
     card = {"dataset_version": DATASET_VERSION, "shards": len(per_shard), "rows": 0,
-            "deals": 0, "splits": {s: {"rows": 0, "deals": 0} for s in SPLITS},
+            "deals": 0, "mid_hand_deals": 0, "splits": {s: {"rows": 0, "deals": 0} for s in SPLITS},
             "decl_mix": {n: 0 for n in DECL_NAMES}, "depth_histogram": [0] * 28,
             "legal_moves_histogram": [0] * 8, "epsilon_max": EPS_MAX,
             "generator": "eqfast.oracle.dataset: at each decision the solver's best move, or "
                          "with per-game probability epsilon ~ U(0, epsilon_max) a uniformly "
-                         "random legal move; decl uniform 0..9, leader uniform 0..3"}
+                         "random legal move; decl uniform 0..9, leader uniform 0..3; "
+                         "mid_hand_deals start with k = 2..6 tiles a seat (--short)"}
     for st in per_shard.values():
         card["rows"] += st["rows"]
         card["deals"] += st.get("deals", st["rows"] // 28)
+        card["mid_hand_deals"] += st.get("mid_hand_deals", 0)
         for s, name in enumerate(SPLITS):
             card["splits"][name]["rows"] += st["split_rows"][s]
             card["splits"][name]["deals"] += st.get("split_deals", [r // 28 for r in
