@@ -38,14 +38,14 @@ def _play_randomly(seed: int, n_plays: int):
     return state, games
 
 
-def _brute_force_eq(state: GameState):
-    """{tile: mean solver Q (actor frame)} over all completions consistent with the actor's view."""
+def _consistent_worlds(state: GameState):
+    """Every assignment of the hidden tiles to the other seats that respects their hand
+    sizes and shown voids, as a list of 4 remaining hands (the actor's is its own)."""
     actor = state.current_player
     voids = state.voids()
     hidden_seats = [(actor + j) % 4 for j in (1, 2, 3)]
     pool = sorted(t for s in hidden_seats for t in state.hands[s])
     sizes = [len(state.hands[s]) for s in hidden_seats]
-    totals, n = {}, 0
     for owners in itertools.product(range(3), repeat=len(pool)):
         if [owners.count(j) for j in range(3)] != sizes:
             continue
@@ -54,6 +54,13 @@ def _brute_force_eq(state: GameState):
         hands = [list(h) for h in state.hands]
         for j, s in enumerate(hidden_seats):
             hands[s] = [t for t, o in zip(pool, owners) if o == j]
+        yield hands
+
+
+def _brute_force_eq(state: GameState):
+    """{tile: mean solver Q (actor frame)} over all completions consistent with the actor's view."""
+    totals, n = {}, 0
+    for hands in _consistent_worlds(state):
         res = solve(hands, state.decl, state.leader, state.trick, actor_frame=True, pv=False)
         for t, q in res.q.items():
             totals[t] = totals.get(t, 0) + q
@@ -128,22 +135,10 @@ def _brute_force_posterior_eq(state: GameState, tau: float, beta: float, window:
     plays with the advantage-softmax behaviour model, clip the log-weights to [-delta, 0]."""
     import math
 
-    actor = state.current_player
-    voids = state.voids()
-    hidden_seats = [(actor + j) % 4 for j in (1, 2, 3)]
-    pool = sorted(t for s in hidden_seats for t in state.hands[s])
-    sizes = [len(state.hands[s]) for s in hidden_seats]
     played_by = {s: [t for p, t in state.plays if p == s] for s in range(4)}
     first_leader = state.plays[0][0]
     worlds = []
-    for owners in itertools.product(range(3), repeat=len(pool)):
-        if [owners.count(j) for j in range(3)] != sizes:
-            continue
-        if any(FOLLOWS[state.decl, v, t] for t, j in zip(pool, owners) for v in voids[hidden_seats[j]]):
-            continue
-        remaining = [list(h) for h in state.hands]
-        for j, s in enumerate(hidden_seats):
-            remaining[s] = [t for t, o in zip(pool, owners) if o == j]
+    for remaining in _consistent_worlds(state):
         initial = [sorted(remaining[s] + played_by[s]) for s in range(4)]
         replay = GameState.new(initial, state.decl, first_leader)
         loglik = 0.0
