@@ -14,7 +14,7 @@ Where each tile is, seen from the actor of decision g, in world n:
                                                 -> (seats[g, j] - actor) % 4  (= 1 + j)
 Only the last line depends on the world. So the work is split:
 
-  host (`_decision_tables`, O(G) torch ops on the same device, once per decision):
+  host (`eqfast.engine.tokens.decision_tables`, O(G) torch ops, once per decision):
       base  [G, 28] int64  the code of every tile, pool tiles written as if gone (status 10)
       pool  [G, 28] int32  pool index i of tile t, -1 for tiles outside the pool
       rel   [G, 3]  int64  relative seat of hidden seat j
@@ -43,12 +43,12 @@ import torch
 import triton
 import triton.language as tl
 
-from eqfast.engine.public import (MAX_POOL, HiddenInfo, mask_to_sorted_ids, played_masks,
-                                  slots_to_tile_mask, tile_bits)
+from eqfast.engine.public import MAX_POOL, HiddenInfo
 from eqfast.engine.sampling import WorldSample
-from eqfast.oracle.tokenizer import N_STATUS, STATUS_GONE
+from eqfast.engine.tokens import decision_tables
+from eqfast.oracle.tokenizer import STATUS_GONE
 from eqfast.rules.batched import BatchedGames
-from eqfast.rules.tables import HAND_SIZE, N_SEATS, N_TILES
+from eqfast.rules.tables import HAND_SIZE, N_TILES
 
 BLOCK_T = 32         # the 28 tiles padded to a power of two
 BLOCK_S = 8          # the 7 hand slots padded to a power of two
@@ -107,37 +107,6 @@ def _launch_config(n: int) -> tuple[int, int]:
     return block, max(1, min(4, block * BLOCK_T // 512))
 
 
-def _decision_tables(games: BatchedGames, info: HiddenInfo):
-    """(base [G,28] int64, pool [G,28] int32, rel [G,3] int64, actor_tiles [G,7] int64):
-    the world-independent part of every decision's codes (module doc)."""
-    G = info.batch_size
-    dev = info.device
-    rows = torch.arange(G, device=dev)
-    actor = info.actor
-    tiles = torch.arange(N_TILES, device=dev)
-
-    own = slots_to_tile_mask(games.hands[rows, actor], games.remaining[rows, actor])
-    status = torch.full((G, N_TILES + 1), STATUS_GONE, dtype=torch.int64, device=dev)
-    status[:, :N_TILES] = torch.where(tile_bits(own).bool(), 0, STATUS_GONE)   # rel seat 0
-    # the current trick (the actor plays next, so at most 3 tiles); column 28 eats -1 pads
-    trick = games.trick[:, :N_SEATS - 1]
-    k = (trick >= 0).sum(1)
-    for p in range(N_SEATS - 1):
-        col = torch.where(trick[:, p] >= 0, trick[:, p], N_TILES)
-        status.scatter_(1, col[:, None], (4 + k * (k - 1) // 2 + p)[:, None])
-    base = (info.decl[:, None] * N_TILES + tiles) * N_STATUS + status[:, :N_TILES]
-
-    pool = torch.full((G, N_TILES + 1), -1, dtype=torch.int32, device=dev)
-    pool_col = torch.where(info.pool >= 0, info.pool, N_TILES)
-    index = torch.arange(MAX_POOL, dtype=torch.int32, device=dev).expand(G, MAX_POOL)
-    pool.scatter_(1, pool_col, index)
-
-    rel = (info.seats - actor[:, None]) % N_SEATS
-    known = own | played_masks(games)[rows, actor]
-    actor_tiles = mask_to_sorted_ids(known, HAND_SIZE).clamp(min=0)
-    return base, pool[:, :N_TILES].contiguous(), rel.contiguous(), actor_tiles.contiguous()
-
-
 def _empty_outputs(rows: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     # one allocation point, so the tests can poison what the kernel must overwrite
     return (torch.empty(rows, N_TILES, dtype=torch.int64, device=device),
@@ -149,7 +118,7 @@ def _tokenize_worlds(games: BatchedGames, info: HiddenInfo, owner: torch.Tensor)
     codes, slots = _empty_outputs(G * N, owner.device)
     if G == 0 or N == 0:
         return codes, slots
-    base, pool, rel, actor_tiles = _decision_tables(games, info)
+    base, pool, rel, actor_tiles = decision_tables(games, info)
     block, warps = _launch_config(N)
     n_blocks = triton.cdiv(N, block)
     _tokenize_worlds_kernel[(G * n_blocks,)](

@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continuous mode: total games to reach (0 = run until Ctrl+C); "
                         "overrides --games; missing seed ranges are filled first")
     g.add_argument("--seed-start", type=int, default=0, help="first game seed")
-    g.add_argument("--games-per-batch", type=int, default=32,
+    g.add_argument("--games-per-batch", type=int, default=64,
                    help="games played in lockstep and written as one shard per split")
     g.add_argument("--seed", type=int, default=0, help="run seed for world and policy draws")
     g.add_argument("--format", choices=["safetensors", "pt"], default="safetensors",

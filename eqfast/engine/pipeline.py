@@ -96,7 +96,7 @@ def make_backend(name: str = "reference", device="cpu") -> Backend:
     if name == "reference":
         from .moments import weighted_moments
         from .sampling import sample_worlds
-        from .tokens import tokenize_worlds
+        from .tokens import tokenize_worlds_split as tokenize_worlds
     elif name == "triton":
         if device.type != "cuda":
             # Triton kernels run on the CPU only under its interpreter (slow: for tests and
