@@ -102,9 +102,8 @@ def test_missing_tensor_named(saved, tmp_path):
         load_network(bad)
 
 
-def test_default_model_loads_if_shipped():
-    if not DEFAULT_MODEL.exists():
-        pytest.skip("no shipped model yet")
+def test_default_model_is_shipped_and_loads():
+    assert DEFAULT_MODEL.exists(), f"the package must ship its default oracle at {DEFAULT_MODEL}"
     from eqfast.oracle import load_default_oracle
 
     oracle = load_default_oracle()
