@@ -59,15 +59,15 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
     tensors = record_tensors(games, moments, legal, selection, n_worlds=n_worlds,
                              enumerated=enumerated, game_idx=game_idx,
                              seeds=seeds.to(games.device), split=split,
-                             world_q=world_q, logw=logw)
+                             world_q=world_q, logw=logw, slot_of_pos=slot_of_pos)
     tensors = {k: v.contiguous().cpu() for k, v in tensors.items()}
     records = DecisionRecords(tensors)
     return records.select(rows.cpu()) if rows is not None else records
 
 
 def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Selection, *,
-                   n_worlds, enumerated, game_idx, seeds, split, world_q=None, logw=None
-                   ) -> dict[str, torch.Tensor]:
+                   n_worlds, enumerated, game_idx, seeds, split, world_q=None, logw=None,
+                   slot_of_pos=None) -> dict[str, torch.Tensor]:
     """The record fields of one decision step as tensors on the games' device.
 
     Pure device work (no checks, no host reads), so the graph path can keep a whole batch
@@ -75,7 +75,8 @@ def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Sele
     checked eager entry. seeds and split are [G] tensors on the device.
     """
     G = games.batch_size
-    slot_of_pos = current_hand_order(games)
+    if slot_of_pos is None:
+        slot_of_pos = current_hand_order(games)
     tokens, lengths = transcript_tokens(games)
     legal = legal.bool()
     e_q_mean = _to_current_order(moments.mean.float(), slot_of_pos, float("-inf"))
