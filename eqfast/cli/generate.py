@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--backend", choices=["reference", "triton", "auto"], default="auto",
                    help="device stages: pure PyTorch, Triton kernels, or auto (triton on CUDA)")
     o.add_argument("--eager", action="store_true", help="network oracle without TorchScript")
+    o.add_argument("--exact-tricks", type=int, default=0,
+                   help="with a network oracle: label positions with at most this many tricks "
+                        "left with the exact solver instead (0 = never; 3 costs little on the CPU)")
     o.add_argument("--pipeline", choices=["auto", "fast", "reference"], default="auto",
                    help="'fast': static-shape steps (CUDA graphs on CUDA) with double-buffered "
                         "shard writing; 'reference': the readable loop that de-duplicates oracle "
@@ -100,10 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_oracle(spec: str, device, eager: bool = False):
+def load_oracle(spec: str, device, eager: bool = False, exact_tricks: int = 0):
     """(oracle, identity dict) for --oracle; the identity names the weights by SHA-256."""
+    from ..oracle.exact import ExactOracle, HybridOracle
     if spec == "exact":
-        from ..oracle.exact import ExactOracle
         return ExactOracle(), {"name": "exact"}
     from ..oracle.weights import DEFAULT_MODEL, load_oracle as load_path
     path = Path(DEFAULT_MODEL if spec == "default" else spec)
@@ -111,7 +114,11 @@ def load_oracle(spec: str, device, eager: bool = False):
         raise SystemExit(f"eqfast-generate: --oracle {spec}: no such file {path}")
     oracle = load_path(path, device=device, script=not eager)
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    return oracle, {"name": spec, "path": str(path), "sha256": sha}
+    identity = {"name": spec, "path": str(path), "sha256": sha}
+    if exact_tricks:
+        oracle = HybridOracle(oracle, exact_tricks)
+        identity.update(exact_tricks=exact_tricks, sha256=f"{sha}+exact{exact_tricks}")
+    return oracle, identity
 
 
 class _Interrupt:
@@ -192,11 +199,16 @@ def main(argv=None) -> int:
         return 2
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    oracle, identity = load_oracle(args.oracle, args.device, args.eager)
+    if not 0 <= args.exact_tricks <= 7:
+        print("eqfast-generate: --exact-tricks must be 0..7", file=sys.stderr)
+        return 2
+    oracle, identity = load_oracle(args.oracle, args.device, args.eager, args.exact_tricks)
     fast = args.pipeline == "fast" or (args.pipeline == "auto" and args.device.startswith("cuda"))
-    if fast and (cfg.sem is not None or args.oracle == "exact" and args.device.startswith("cuda")):
-        print("eqfast-generate: the fast pipeline needs a fixed --n-samples (no --sem) and a "
-              "network oracle on CUDA; use --pipeline reference", file=sys.stderr)
+    solver_in_step = args.oracle == "exact" or args.exact_tricks > 0
+    if fast and (cfg.sem is not None or (solver_in_step and args.device.startswith("cuda"))):
+        print("eqfast-generate: the fast pipeline needs a fixed --n-samples (no --sem) and, on "
+              "CUDA, a pure network oracle (no exact/--exact-tricks: the C solver cannot run "
+              "inside a CUDA graph); use --pipeline reference", file=sys.stderr)
         return 2
     if fast:
         engine = FastEngine(oracle, cfg, backend=args.backend, device=args.device,

@@ -48,21 +48,63 @@ def solve_row(hands: np.ndarray, remaining: np.ndarray, decl: int, leader: int,
 
 
 class ExactOracle:
-    """`Oracle` protocol on the exact solver: q [N,7] float32 actor frame, legal [N,7]."""
+    """`Oracle` protocol on the exact solver: q [N,7] float32 actor frame, legal [N,7].
+
+    All rows go to the solver in one C call (`eqfast.solver.q_batch`), in batch order, so
+    consecutive rows of one deal share the transposition table; the conversion from slot
+    space (hands + 7-bit masks) to tile masks and back is vectorized."""
 
     def query(self, batch: OracleBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        hands = batch.hands.cpu().numpy()
-        remaining = batch.remaining.cpu().numpy()
-        decl, leader = batch.decl.cpu().tolist(), batch.leader.cpu().tolist()
-        trick, actor = batch.trick.cpu().numpy(), batch.actor.cpu().tolist()
-        q = np.zeros((len(batch), 7), np.float32)
-        legal = np.zeros((len(batch), 7), bool)
-        for n in range(len(batch)):
-            expected = (leader[n] + int((trick[n] >= 0).sum())) % 4
-            if actor[n] != expected:
-                raise ValueError(f"row {n}: actor {actor[n]} is not leader {leader[n]} + "
-                                 f"{int((trick[n] >= 0).sum())} trick tiles (expected {expected})")
-            q[n], legal[n] = solve_row(hands[n], remaining[n], decl[n], leader[n],
-                                       [int(t) for t in trick[n] if t >= 0], actor[n])
+        from ..solver import ILLEGAL, q_batch
+
         dev = batch.hands.device
-        return torch.from_numpy(q).to(dev), torch.from_numpy(legal).to(dev)
+        n_trick = (batch.trick >= 0).sum(1)
+        expected = (batch.leader + n_trick) % 4
+        if bool((batch.actor != expected).any()):
+            n = int(torch.nonzero(batch.actor != expected)[0])
+            raise ValueError(f"row {n}: actor {int(batch.actor[n])} is not leader "
+                             f"{int(batch.leader[n])} + {int(n_trick[n])} trick tiles "
+                             f"(expected {int(expected[n])})")
+        hands = batch.hands.cpu()
+        bits = (batch.remaining.cpu()[..., None] >> torch.arange(7)) & 1            # [N,4,7]
+        tile_bit = torch.where(hands >= 0, 1 << hands.clamp(min=0), torch.zeros_like(hands))
+        masks = (tile_bit * bits).sum(-1)                                             # [N,4]
+        q28 = torch.from_numpy(q_batch(masks.numpy(), batch.decl.cpu().numpy(),
+                                       batch.leader.cpu().numpy(), batch.trick.cpu().numpy()))
+        rows = torch.arange(len(batch))
+        actor = batch.actor.cpu()
+        slot_tiles = hands[rows, actor]                                               # [N,7]
+        q = q28.long().gather(1, slot_tiles.clamp(min=0))
+        legal = (q != ILLEGAL) & (slot_tiles >= 0)
+        sign = torch.where(actor % 2 == 0, 1.0, -1.0)[:, None]
+        q = torch.where(legal, q.float() * sign, torch.full_like(q, ILLEGAL_Q, dtype=torch.float32))
+        return q.to(dev), legal.to(dev)
+
+
+class HybridOracle:
+    """The network early in the hand, the exact solver late: rows with at most
+    `exact_tricks` tricks left (counting the current one) go to the solver.
+
+    Why: the network's error shrinks through the hand but is not zero (docs/ORACLE.md: q_mae
+    3.9 / 2.6 / 0.8 points in tricks 5 / 6 / 7), while the solver's cost collapses there
+    (a position with 3 tricks left is a few hundred nodes). Late-hand labels become exact
+    for a small share of the time. Same protocol as both parts."""
+
+    def __init__(self, network, exact_tricks: int = 3):
+        if not 0 <= exact_tricks <= 7:
+            raise ValueError(f"exact_tricks must be 0..7, got {exact_tricks}")
+        self.network = network
+        self.exact = ExactOracle()
+        self.exact_tricks = exact_tricks
+
+    def query(self, batch: OracleBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        in_hands = ((batch.remaining[..., None] >> torch.arange(7, device=batch.remaining.device))
+                    & 1).sum((1, 2))
+        tiles_left = in_hands + (batch.trick >= 0).sum(1)       # tiles of this and later tricks
+        late = tiles_left <= 4 * self.exact_tricks
+        q = torch.empty(len(batch), 7, dtype=torch.float32, device=batch.hands.device)
+        legal = torch.empty(len(batch), 7, dtype=torch.bool, device=batch.hands.device)
+        for part, oracle in ((late, self.exact), (~late, self.network)):
+            if bool(part.any()):
+                q[part], legal[part] = oracle.query(batch.select(part))
+        return q, legal
