@@ -172,63 +172,79 @@ def run_settings(cfg: EngineConfig, identity: dict) -> dict:
     })
 
 
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+def check_args(args) -> str | None:
+    """The first problem with the arguments, or None."""
     for name in ("games", "games_per_batch", "n_samples"):
         if getattr(args, name) < 1:
-            print(f"eqfast-generate: --{name.replace('_', '-')} must be >= 1", file=sys.stderr)
-            return 2
+            return f"--{name.replace('_', '-')} must be >= 1"
     for name in ("seed_start", "target_games"):
         if (getattr(args, name) or 0) < 0:
-            print(f"eqfast-generate: --{name.replace('_', '-')} must be >= 0", file=sys.stderr)
-            return 2
+            return f"--{name.replace('_', '-')} must be >= 0"
+    if not 0 <= args.exact_tricks <= 7:
+        return "--exact-tricks must be 0..7"
     if args.device.startswith("cuda") and not torch.cuda.is_available():
-        print("eqfast-generate: --device cuda but no CUDA device is available", file=sys.stderr)
-        return 2
+        return "--device cuda but no CUDA device is available"
+    fast = args.pipeline == "fast" or (args.pipeline == "auto" and args.device.startswith("cuda"))
+    solver_in_step = args.oracle == "exact" or args.exact_tricks > 0
+    if fast and (args.sem is not None or (solver_in_step and args.device.startswith("cuda"))):
+        return ("the fast pipeline needs a fixed --n-samples (no --sem) and, on CUDA, a pure "
+                "network oracle (no exact/--exact-tricks: the C solver cannot run inside a "
+                "CUDA graph); use --pipeline reference")
+    return None
+
+
+def engine_config(args) -> EngineConfig:
+    """EngineConfig from the arguments (raises ValueError naming a bad knob)."""
+    return EngineConfig(
+        n_samples=args.n_samples, seed=args.seed, sem=args.sem, max_samples=args.max_samples,
+        store_worlds=args.store_worlds, decl_mode=args.decl,
+        posterior=(PosteriorConfig(tau=args.tau, beta=args.beta, window_k=args.window,
+                                   delta=args.delta) if args.posterior else None),
+        exploration=ExplorationConfig(temperature=args.temperature, epsilon=args.epsilon,
+                                      blunder_rate=args.blunder_rate,
+                                      blunder_max_regret=args.blunder_max_regret))
+
+
+def resume_conflict(out, settings: dict) -> str | None:
+    """Why `out` cannot be resumed with `settings` (None if it can, or is new)."""
     try:
-        cfg = EngineConfig(
-            n_samples=args.n_samples, seed=args.seed, sem=args.sem, max_samples=args.max_samples,
-            store_worlds=args.store_worlds, decl_mode=args.decl,
-            posterior=(PosteriorConfig(tau=args.tau, beta=args.beta, window_k=args.window,
-                                       delta=args.delta) if args.posterior else None),
-            exploration=ExplorationConfig(temperature=args.temperature, epsilon=args.epsilon,
-                                          blunder_rate=args.blunder_rate,
-                                          blunder_max_regret=args.blunder_max_regret))
-    except ValueError as e:
-        print(f"eqfast-generate: {e}", file=sys.stderr)
+        previous = run_metadata(out)
+    except ShardError as e:
+        return str(e)
+    if previous is None or previous.get("settings") == settings:
+        return None
+    old = previous.get("settings") or {}
+    diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+    return (f"{out} holds shards made with other settings (differing: "
+            f"{', '.join(diff) or 'settings missing'}); resume with the same flags or write "
+            "to a new --out")
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    problem = check_args(args)
+    if problem is None:
+        try:
+            cfg = engine_config(args)
+        except ValueError as e:
+            problem = str(e)
+    if problem is not None:
+        print(f"eqfast-generate: {problem}", file=sys.stderr)
         return 2
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    if not 0 <= args.exact_tricks <= 7:
-        print("eqfast-generate: --exact-tricks must be 0..7", file=sys.stderr)
-        return 2
     oracle, identity = load_oracle(args.oracle, args.device, args.eager, args.exact_tricks)
-    fast = args.pipeline == "fast" or (args.pipeline == "auto" and args.device.startswith("cuda"))
-    solver_in_step = args.oracle == "exact" or args.exact_tricks > 0
-    if fast and (cfg.sem is not None or (solver_in_step and args.device.startswith("cuda"))):
-        print("eqfast-generate: the fast pipeline needs a fixed --n-samples (no --sem) and, on "
-              "CUDA, a pure network oracle (no exact/--exact-tricks: the C solver cannot run "
-              "inside a CUDA graph); use --pipeline reference", file=sys.stderr)
+    settings = run_settings(cfg, identity)
+    problem = resume_conflict(args.out, settings)
+    if problem is not None:
+        print(f"eqfast-generate: {problem}", file=sys.stderr)
         return 2
+    fast = args.pipeline == "fast" or (args.pipeline == "auto" and args.device.startswith("cuda"))
     if fast:
         engine = FastEngine(oracle, cfg, backend=args.backend, device=args.device,
                             graphs=False if args.no_graphs else None)
     else:
         engine = Engine(oracle, cfg, backend=args.backend, device=args.device)
-
-    settings = run_settings(cfg, identity)
-    try:
-        previous = run_metadata(args.out)
-    except ShardError as e:
-        print(f"eqfast-generate: {e}", file=sys.stderr)
-        return 2
-    if previous is not None and previous.get("settings") != settings:
-        old = previous.get("settings") or {}
-        diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
-        print(f"eqfast-generate: {args.out} holds shards made with other settings "
-              f"(differing: {', '.join(diff) or 'settings missing'}); resume with the same "
-              "flags or write to a new --out", file=sys.stderr)
-        return 2
 
     n_games = None if args.target_games == 0 else (args.target_games or args.games)
     done = completed_seed_ranges(args.out)
