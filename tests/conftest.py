@@ -92,3 +92,16 @@ def random_games(n_games: int, seed: int, plays=(0, 27), hand_size: int = 7,
     fields = {f: torch.stack([getattr(s, f) for s in snapshots])[target, rows]
               for f in BatchedGames.__dataclass_fields__}
     return BatchedGames(**fields)
+
+
+def assert_identical(name: str, want: torch.Tensor, got: torch.Tensor) -> None:
+    """Bit-for-bit equality of a kernel output with its reference (same shape and dtype),
+    naming the output, the count of differing elements and the first one."""
+    got = got.cpu()
+    assert want.shape == got.shape and want.dtype == got.dtype, \
+        (name, tuple(want.shape), tuple(got.shape), want.dtype, got.dtype)
+    if not torch.equal(want, got):
+        diff = torch.nonzero(want != got)
+        raise AssertionError(f"{name}: {len(diff)} of {want.numel()} elements differ, "
+                             f"first at {diff[0].tolist()}: want {want[tuple(diff[0])]}, "
+                             f"got {got[tuple(diff[0])]}")

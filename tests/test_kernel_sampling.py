@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import poison, random_games
+from conftest import assert_identical, poison, random_games
 from eqfast.engine import sampling as reference
 from eqfast.engine.public import hidden_info
 from eqfast.rules.deal import mix_seed
@@ -42,13 +42,7 @@ def run_both(games, n, monkeypatch, key_seed=0):
 
 def assert_same(want, got):
     for name in ("owner", "valid", "n_worlds", "enumerated", "total"):
-        w, g = getattr(want, name), getattr(got, name).cpu()
-        assert w.shape == g.shape and w.dtype == g.dtype, name
-        if not torch.equal(w, g):
-            diff = torch.nonzero(w != g)
-            raise AssertionError(f"{name}: {len(diff)} of {w.numel()} elements differ, "
-                                 f"first at {diff[0].tolist()}: want {w[tuple(diff[0])]}, "
-                                 f"got {g[tuple(diff[0])]}")
+        assert_identical(name, getattr(want, name), getattr(got, name))
 
 
 CASES = [  # (id, games, worlds, plays, hand size)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import poison, random_games
+from conftest import assert_identical, poison, random_games
 from eqfast.engine import sampling
 from eqfast.engine.public import hidden_info
 from eqfast.engine.tokens import tokenize_worlds as reference_tokenize_worlds
@@ -55,13 +55,7 @@ def run_both(games, info, sample, monkeypatch):
 
 def assert_same(want, got):
     for name, w, g in zip(("codes", "slot_tiles"), want, got):
-        g = g.cpu()
-        assert w.shape == g.shape and w.dtype == g.dtype, (name, w.shape, g.shape, w.dtype, g.dtype)
-        if not torch.equal(w, g):
-            diff = torch.nonzero(w != g)
-            raise AssertionError(f"{name}: {len(diff)} of {w.numel()} elements differ, "
-                                 f"first at {diff[0].tolist()}: want {w[tuple(diff[0])]}, "
-                                 f"got {g[tuple(diff[0])]}")
+        assert_identical(name, w, g)
 
 
 CASES = [  # (id, games, worlds, plays, hand size)
