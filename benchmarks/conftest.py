@@ -83,3 +83,21 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     for bench in output_json.get("benchmarks", []):
         extra = bench.setdefault("extra_info", {})
         extra.setdefault("provenance", provenance())
+
+
+def random_played_games(n_games: int, n_plays: int, seed: int, device: str):
+    """n_games deals (random decl/leader) after n_plays uniformly random legal plays: the
+    benchmark states (opening: n_plays = 0; mid-hand with voids: ~12)."""
+    import numpy as np
+
+    from eqfast.rules.batched import BatchedGames
+    from eqfast.rules.deal import deal_from_seed
+
+    gen = torch.Generator().manual_seed(seed)
+    hands = np.stack([deal_from_seed(seed + g) for g in range(n_games)])
+    games = BatchedGames.new(hands, torch.randint(0, 10, (n_games,), generator=gen),
+                             torch.randint(0, 4, (n_games,), generator=gen), device=device)
+    for _ in range(n_plays):
+        slot = torch.multinomial(games.legal_mask().float().cpu(), 1, generator=gen)[:, 0]
+        games = games.play(slot.to(device))
+    return games

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pytest
 import torch
 
@@ -28,8 +27,9 @@ import eqfast.kernels as kernels  # noqa: E402
 from eqfast.engine import sampling  # noqa: E402
 from eqfast.engine.public import MAX_POOL, hidden_info  # noqa: E402
 from eqfast.engine.tokens import tokenize_worlds as reference_tokenize_worlds  # noqa: E402
+from conftest import random_played_games  # noqa: E402
 from eqfast.rules.batched import BatchedGames  # noqa: E402
-from eqfast.rules.deal import deal_from_seed, mix_seed  # noqa: E402
+from eqfast.rules.deal import mix_seed  # noqa: E402
 
 DEVICE = "cuda" if CUDA else "cpu"
 GAMES, WORLDS = (256, 1000) if CUDA else (64, 1000)
@@ -39,15 +39,7 @@ STATES = {"opening": (0, 1), "midhand-voids": (12, 2)}
 
 
 def _games(n_games: int, n_plays: int, seed: int) -> BatchedGames:
-    """n_games deals (random decl/leader) after n_plays uniformly random legal plays."""
-    gen = torch.Generator().manual_seed(seed)
-    hands = np.stack([deal_from_seed(seed + g) for g in range(n_games)])
-    games = BatchedGames.new(hands, torch.randint(0, 10, (n_games,), generator=gen),
-                             torch.randint(0, 4, (n_games,), generator=gen), device=DEVICE)
-    for _ in range(n_plays):
-        slot = torch.multinomial(games.legal_mask().float().cpu(), 1, generator=gen)[:, 0]
-        games = games.play(slot.to(DEVICE))
-    return games
+    return random_played_games(n_games, n_plays, seed, DEVICE)
 
 
 def _setup(state: str, n_games: int, n_worlds: int):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import random
 
-import numpy as np
 import pytest
 import torch
 from fakes import HashOracle

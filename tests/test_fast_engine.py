@@ -10,10 +10,10 @@ import pytest
 import torch
 from fakes import HashOracle
 
-from eqfast.engine.fast import DecisionStep, FastEngine, bucket
-from eqfast.engine.pipeline import Engine, EngineConfig, make_backend
+from eqfast.engine.fast import FastEngine, bucket
+from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
-from eqfast.oracle.network import DEFAULT_CONFIGS, NetworkOracle, build_network, script_module
+from eqfast.oracle.network import NetworkOracle, build_network, script_module
 from eqfast.rules.deal import mix_seed
 from eqfast.data.schema import FIELDS, split_of_seed
 from eqfast.utils.checks import HostSyncError, forbid_host_sync

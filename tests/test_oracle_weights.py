@@ -107,7 +107,6 @@ def test_default_model_is_shipped_and_loads():
     from eqfast.oracle import load_default_oracle
 
     oracle = load_default_oracle()
-    from eqfast.oracle.dataset import position_of  # noqa: F401  (import check)
     x = example_inputs(4)
     with torch.no_grad():
         q = oracle.module(*x)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import torch
 
-from ..rules.tables import HAND_SIZE, N_DECLS, N_SEATS, N_TILES
+from ..rules.tables import N_DECLS, N_TILES
 
 TOKEN_LAYOUT_VERSION = 1
 N_STATUS = 11
