@@ -5,7 +5,7 @@ Each kernel module has the same call signature as its pure-PyTorch reference in
 `eqfast.kernels` (setup.py `package_dir`).
 """
 from .moments import weighted_moments
-from .sampling import sample_worlds
+from .sampling import completion_counts, sample_worlds
 from .tokenize import tokenize_worlds
 
-__all__ = ["sample_worlds", "tokenize_worlds", "weighted_moments"]
+__all__ = ["completion_counts", "sample_worlds", "tokenize_worlds", "weighted_moments"]

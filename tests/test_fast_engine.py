@@ -38,22 +38,36 @@ def test_fast_engine_equals_reference_on_cpu(posterior):
             ref[name].is_floating_point() and torch.allclose(ref[name], fast[name], equal_nan=True)), name
 
 
-def test_decision_step_reads_nothing_on_the_host():
-    """Capture-readiness on the CPU: the whole step runs with every implicit device-to-host
-    read turned into an error (a CUDA graph could not contain one)."""
+@pytest.mark.parametrize("backend", ["reference", pytest.param("triton", marks=pytest.mark.interpreter)])
+def test_decision_step_never_synchronizes(backend):
+    """Capture-readiness on the CPU: after a warm-up (as before capture), whole steps run with
+    every device synchronization turned into an error: Python-level reads of tensor values
+    and the aten ops that read data on the host or size outputs by it (a CUDA graph could
+    contain neither)."""
     cfg = EngineConfig(n_samples=8, posterior=PosteriorConfig(window_k=3))
-    engine = FastEngine(_network_oracle(), cfg, backend="reference", graphs=False)
+    engine = FastEngine(_network_oracle(), cfg, backend=backend, graphs=False)
     games = engine.new_games([1, 2, 3])
     keys = torch.tensor([mix_seed(0, s, 0, 1) for s in (1, 2, 3)])
     seeds = torch.tensor([1, 2, 3])
     split = split_of_seed(seeds)
+    for _ in range(3):   # warm-up, as _GraphedStep does: TorchScript optimizes in its first runs
+        engine.step(games, keys, keys + 1, seeds, split, seeds)
     for _ in range(6):   # a few decisions, into the second trick
         with forbid_host_sync():
             rec, games = engine.step(games, keys, keys + 1, seeds, split, seeds)
     assert rec["e_q_mean"].shape == (3, 7)
-    with pytest.raises(HostSyncError):   # the trap works: a host read inside it raises
-        with forbid_host_sync():
-            bool(torch.ones(1))
+
+
+def test_sync_trap_catches_host_reads_and_sync_ops():
+    x = torch.arange(6)
+    for sync in (lambda: bool(x[0]), lambda: x.tolist(), lambda: x[x > 2],
+                 lambda: torch.nonzero(x), lambda: torch.unique(x), lambda: torch.equal(x, x),
+                 lambda: torch.tensor([1, 2])):
+        with pytest.raises(HostSyncError):
+            with forbid_host_sync():
+                sync()
+    with forbid_host_sync():   # device-side equivalents pass
+        torch.where(x > 2, x, 0).masked_fill_(x > 4, 0)
 
 
 def test_double_buffering_with_a_slow_writer_keeps_batches_whole_and_ordered():

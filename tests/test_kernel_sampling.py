@@ -1,4 +1,4 @@
-"""Triton `sample_worlds` against the reference: identical owners, bit for bit.
+"""Triton `sample_worlds` and `completion_counts` against the reference: bit for bit.
 
 Runs under TRITON_INTERPRET=1 on the CPU (conftest sets it when there is no CUDA device)
 and natively on CUDA when present. The kernel's output buffer is poisoned with 0x55 before
@@ -87,3 +87,41 @@ def test_rejects_bad_inputs():
         eqfast.kernels.sample_worlds(info, counts, torch.zeros(3, dtype=torch.int64), 4)
     with pytest.raises(ValueError, match="n "):
         eqfast.kernels.sample_worlds(info, counts, torch.zeros(2, dtype=torch.int64), 0)
+
+
+# ----------------------------------------------------------------- completion_counts
+
+def run_counts(games, monkeypatch):
+    """(reference counts on the CPU, kernel counts on DEVICE, output poisoned) for games."""
+    info = hidden_info(games)
+    want = reference.completion_counts(info)
+    allocate = kernel_module._empty_counts
+    monkeypatch.setattr(kernel_module, "_empty_counts", lambda *a: poison(allocate(*a)))
+    dev_info = type(info)(**{f: getattr(info, f).to(DEVICE) for f in info.__dataclass_fields__})
+    return want, eqfast.kernels.completion_counts(dev_info)
+
+
+@pytest.mark.parametrize("hand_size", range(1, 8))
+def test_counts_kernel_equals_reference(hand_size, monkeypatch):
+    # every pool size from 0 (last play) to 21 (opening lead), all declarations, voids
+    games = random_games(40, 900 + hand_size, plays=(0, 27), hand_size=hand_size,
+                         decl=torch.arange(40) % 10)
+    want, got = run_counts(games, monkeypatch)
+    assert_identical("counts", want, got)
+    if hand_size == 7:
+        assert int(want.max()) == 399072960        # 21!/(7!)^3: the opening lead is covered
+
+
+def test_counts_kernel_with_voids(monkeypatch):
+    games = random_games(30, 78, plays=(8, 24), decl=torch.arange(30) % 10)
+    info = hidden_info(games)
+    assert (info.allowed[info.pool >= 0] != 7).any()      # voids restrict some tiles
+    want, got = run_counts(games, monkeypatch)
+    assert_identical("counts", want, got)
+
+
+def test_counts_kernel_empty_batch():
+    games = random_games(1, 3, plays=(0, 0))
+    info = hidden_info(games)
+    empty = type(info)(**{f: getattr(info, f)[:0].to(DEVICE) for f in info.__dataclass_fields__})
+    assert eqfast.kernels.completion_counts(empty).shape == (0, 22, 8, 8)

@@ -41,7 +41,6 @@ from .policy import select_actions
 from .posterior import posterior_log_weights
 from .public import hidden_info
 from .records import record_tensors
-from .sampling import completion_counts
 from .worlds import build_oracle_batch, prefix_oracle_batch, world_tile_masks
 
 
@@ -84,7 +83,7 @@ class DecisionStep:
         with host_checks_off(), torch.no_grad():
             with stage("public"):
                 info = hidden_info(games)
-                counts = completion_counts(info)
+                counts = self.backend.completion_counts(info)
                 legal = games.legal_mask()
             with stage("sample"):
                 sample = self.backend.sample_worlds(info, counts, keys_w, N)

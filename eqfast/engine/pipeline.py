@@ -2,7 +2,8 @@
 
 One step for the G games in flight (every game has 28 decisions, so they stay aligned):
 
-    public   hidden_info + completion_counts        what the actor knows (voids, sizes)
+    public   hidden_info + backend.completion_counts what the actor knows (voids, sizes),
+                                                    and how many worlds agree with it
     sample   backend.sample_worlds                  N exactly-uniform worlds per game
     tokenize backend.tokenize_worlds                network oracles: codes straight from
       or worlds  build_oracle_batch                 the worlds; other oracles: OracleBatch
@@ -13,8 +14,8 @@ One step for the G games in flight (every game has 28 decisions, so they stay al
     record   records_from_step                      schema 2.1 rows (CPU)
     advance  BatchedGames.play                      the chosen moves
 
-The backend ("reference" pure PyTorch, "triton" eqfast.kernels) supplies sample_worlds,
-tokenize_worlds and weighted_moments with identical signatures. `fast.py` runs the same
+The backend ("reference" pure PyTorch, "triton" eqfast.kernels) supplies completion_counts,
+sample_worlds, tokenize_worlds and weighted_moments with identical signatures. `fast.py` runs the same
 stages with static shapes for CUDA graphs.
 
 Never the same oracle row twice: within one game a world is identified by its rank
@@ -47,7 +48,7 @@ from .policy import ExplorationConfig, select_actions
 from .posterior import PosteriorConfig, posterior_log_weights
 from .public import hidden_info
 from .records import records_from_step
-from .sampling import completion_counts, world_ranks
+from .sampling import world_ranks
 from .worlds import build_oracle_batch, prefix_oracle_batch, world_tile_masks
 from ..data.schema import DecisionRecords
 
@@ -83,6 +84,7 @@ class EngineConfig:
 class Backend:
     """The device stages by name; reference and Triton versions share signatures."""
     name: str
+    completion_counts: Callable
     sample_worlds: Callable
     tokenize_worlds: Callable
     weighted_moments: Callable
@@ -95,17 +97,17 @@ def make_backend(name: str = "reference", device="cpu") -> Backend:
         name = "triton" if device.type == "cuda" else "reference"
     if name == "reference":
         from .moments import weighted_moments
-        from .sampling import sample_worlds
+        from .sampling import completion_counts, sample_worlds
         from .tokens import tokenize_worlds_split as tokenize_worlds
     elif name == "triton":
         if device.type != "cuda":
             # Triton kernels run on the CPU only under its interpreter (slow: for tests and
             # debugging). The variable is read when kernels are defined, i.e. on import.
             os.environ.setdefault("TRITON_INTERPRET", "1")
-        from ..kernels import sample_worlds, tokenize_worlds, weighted_moments
+        from ..kernels import completion_counts, sample_worlds, tokenize_worlds, weighted_moments
     else:
         raise ValueError(f"unknown backend {name!r} (choose reference, triton or auto)")
-    return Backend(name, sample_worlds, tokenize_worlds, weighted_moments)
+    return Backend(name, completion_counts, sample_worlds, tokenize_worlds, weighted_moments)
 
 
 def _chunked_query(oracle: Oracle, batch: OracleBatch, chunk: int):
@@ -223,7 +225,7 @@ class Engine:
         G = games.batch_size
         with stage("public"):
             info = hidden_info(games)
-            counts = completion_counts(info)
+            counts = self.backend.completion_counts(info)
         with stage("sample"):
             sample = self.backend.sample_worlds(info, counts, keys, n)
             ranks = world_ranks(sample.total, keys, n)

@@ -7,6 +7,12 @@ NVTX comes from the `nvtx` package (`torch.cuda.nvtx` fails on CPU builds); with
 profiler attached a range costs a few hundred nanoseconds. Wall times are host times: on
 CUDA they measure launch cost unless `sync=True` (profiling runs only: a sync per stage
 serializes the pipeline).
+
+`DeviceOpCounter` counts the device work each stage issues: aten ops that compute (views
+excluded) and Triton kernel launches. On a GPU each is at least one kernel launch, and at
+the small sizes of one decision step a launch costs a few microseconds of device time
+whatever it computes, so the count per step is the CPU-measurable proxy for how much of a
+captured step is *not* the oracle forward.
 """
 from __future__ import annotations
 
@@ -16,11 +22,14 @@ from contextlib import contextmanager
 
 import nvtx
 import torch
+import triton
+from torch.utils._python_dispatch import TorchDispatchMode
 
 STAGE_TIMES: dict[str, float] = defaultdict(float)
 STAGE_CALLS: dict[str, int] = defaultdict(int)
 _SYNC = {"on": False}
 _DOMAIN = nvtx.get_domain("eqfast")
+_OPEN: list[str] = []      # names of the open stages, innermost last (DeviceOpCounter)
 
 
 def set_sync(on: bool) -> None:
@@ -41,9 +50,11 @@ def stage(name: str):
     if sync:
         torch.cuda.synchronize()
     t0 = time.perf_counter()
+    _OPEN.append(name)
     try:
         yield
     finally:
+        _OPEN.pop()
         if sync:
             torch.cuda.synchronize()
         STAGE_TIMES[name] += time.perf_counter() - t0
@@ -58,3 +69,41 @@ def stage_table() -> str:
     for name, t in sorted(STAGE_TIMES.items(), key=lambda kv: -kv[1]):
         lines.append(f"{name:<14}{STAGE_CALLS[name]:>8}{t:>10.3f}{100 * t / total:>7.1f}%")
     return "\n".join(lines)
+
+
+OUTSIDE = "(outside stages)"
+
+
+class DeviceOpCounter(TorchDispatchMode):
+    """`with DeviceOpCounter() as c: ...` then `c.counts`: {stage: device ops} where a
+    device op is an aten op that is not a view, or a Triton kernel launch; attributed to the
+    innermost open `stage`."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts: dict[str, int] = defaultdict(int)
+
+    def _add(self):
+        self.counts[_OPEN[-1] if _OPEN else OUTSIDE] += 1
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not func.is_view:
+            self._add()
+        return func(*args, **(kwargs or {}))
+
+    def __enter__(self):
+        # Triton launches are `kernel[grid](...)`: count them at `__getitem__`
+        interface = triton.runtime.jit.KernelInterface
+        self._getitem = interface.__getitem__
+        getitem = self._getitem
+
+        def counted(kernel, grid):
+            self._add()
+            return getitem(kernel, grid)
+
+        interface.__getitem__ = counted
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        triton.runtime.jit.KernelInterface.__getitem__ = self._getitem
+        return super().__exit__(*exc)
