@@ -241,6 +241,10 @@ def format_table(summary: dict) -> str:
         ops = summary["torch_ops_per_decision"]
         parts = "  ".join(f"{k} {v:.0f}" for k, v in ops.items())
         lines.append(f"top-level torch ops per decision step {sum(ops.values()):.0f}: {parts}")
+    if "device_ops_per_decision" in summary:
+        ops = summary["device_ops_per_decision"]
+        parts = "  ".join(f"{k} {v:.0f}" for k, v in ops.items())
+        lines.append(f"device ops per decision step {sum(ops.values()):.0f}: {parts}")
     if "device_share" in summary:
         ds = summary["device_share"]
         parts = "  ".join(f"{k} {100 * v:.1f}%" for k, v in ds["by_stage"].items()) or \
@@ -291,6 +295,23 @@ def ops_by_stage(events) -> dict[str, int]:
             parent = parent.cpu_parent
         counts[parent.name[len("eqfast/"):] if parent is not None else "(outside stages)"] += 1
     return dict(counts)
+
+
+def count_device_ops(engine, args) -> dict[str, float]:
+    """Device ops per decision step by stage ({stage: ops / 28}) over one more batch of the
+    same shape, played eagerly (inside a graph replay no op is visible to the host)."""
+    graphs = getattr(engine, "graphs", False)
+    if graphs:
+        engine.graphs = False
+    first = args.seed_start + 2_000_000
+    try:
+        with profiling.DeviceOpCounter() as counter:
+            engine.play(range(first, first + args.games))
+    finally:
+        if graphs:
+            engine.graphs = True
+    per_step = {k: v / N_DECISIONS for k, v in counter.counts.items()}
+    return dict(sorted(per_step.items(), key=lambda kv: -kv[1]))
 
 
 def _write_atomic(path: Path, write) -> None:
@@ -350,6 +371,10 @@ def parse_args(argv=None):
                         "times; serializes the pipeline)")
     p.add_argument("--torch-profiler", type=Path, metavar="OUT.json",
                    help="run the timed part under torch.profiler and write a Chrome trace")
+    p.add_argument("--count-ops", action="store_true",
+                   help="play one more batch eagerly under DeviceOpCounter and print the device "
+                        "ops (aten ops that compute + Triton launches, about one kernel each on "
+                        "a GPU) per decision step by stage")
     p.add_argument("--top", type=int, default=15, help="profiler ops to list (default 15)")
     p.add_argument("--json", type=Path, metavar="OUT.json", help="also write the summary as JSON")
     args = p.parse_args(argv)
@@ -390,6 +415,8 @@ def main(argv=None) -> int:
     finally:
         profiling.set_sync(False)
     summary = summarize(run)
+    if args.count_ops:
+        summary["device_ops_per_decision"] = count_device_ops(engine, args)
     if prof is not None:
         ops = ops_by_stage(prof.events())
         summary["torch_ops_per_decision"] = {k: v / run["records"] * run["games"]

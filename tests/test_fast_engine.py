@@ -12,6 +12,7 @@ from fakes import HashOracle
 
 from eqfast.engine.fast import FastEngine, bucket
 from eqfast.engine.pipeline import Engine, EngineConfig
+from eqfast.engine.policy import ExplorationConfig, policy_uniforms
 from eqfast.engine.posterior import PosteriorConfig
 from eqfast.oracle.network import NetworkOracle, build_network, script_module
 from eqfast.rules.deal import mix_seed
@@ -28,12 +29,19 @@ def _network_oracle(device="cpu"):
     return NetworkOracle(script_module(net), device=device)
 
 
-@pytest.mark.parametrize("posterior", [None, PosteriorConfig(window_k=4)], ids=["uniform", "posterior"])
-def test_fast_engine_equals_reference_on_cpu(posterior):
-    cfg = EngineConfig(n_samples=16, posterior=posterior, seed=2)
+@pytest.mark.parametrize("posterior,store_worlds", [(None, False), (PosteriorConfig(window_k=4), False),
+                                                    (PosteriorConfig(window_k=2), True)],
+                         ids=["uniform", "posterior", "posterior-store-worlds"])
+def test_fast_engine_equals_reference_on_cpu(posterior, store_worlds):
+    """Every record field, including the per-world ones: the fast path assembles records
+    once per batch (batch_records) and draws the policy's randomness once per batch."""
+    cfg = EngineConfig(n_samples=16, posterior=posterior, seed=2, store_worlds=store_worlds,
+                       exploration=ExplorationConfig(temperature=2.0, epsilon=0.2))
     ref = Engine(HashOracle(), cfg).play([3, 4, 5])
     fast = FastEngine(HashOracle(), cfg, backend="reference", graphs=False).play([3, 4, 5])
-    for name in FIELDS:
+    names = list(FIELDS) + (["world_q", "world_weight"] if store_worlds else [])
+    assert sorted(fast.tensors) == sorted(ref.tensors) and set(names) <= set(fast.tensors)
+    for name in names:
         assert torch.equal(ref[name], fast[name]) or (
             ref[name].is_floating_point() and torch.allclose(ref[name], fast[name], equal_nan=True)), name
 
@@ -48,14 +56,13 @@ def test_decision_step_never_synchronizes(backend):
     engine = FastEngine(_network_oracle(), cfg, backend=backend, graphs=False)
     games = engine.new_games([1, 2, 3])
     keys = torch.tensor([mix_seed(0, s, 0, 1) for s in (1, 2, 3)])
-    seeds = torch.tensor([1, 2, 3])
-    split = split_of_seed(seeds)
+    u_p = policy_uniforms(keys + 1)
     for _ in range(3):   # warm-up, as _GraphedStep does: TorchScript optimizes in its first runs
-        engine.step(games, keys, keys + 1, seeds, split, seeds)
+        engine.step(games, keys, u_p)
     for _ in range(6):   # a few decisions, into the second trick
         with forbid_host_sync():
-            rec, games = engine.step(games, keys, keys + 1, seeds, split, seeds)
-    assert rec["e_q_mean"].shape == (3, 7)
+            out, games = engine.step(games, keys, u_p)
+    assert out["mean"].shape == (3, 7)
 
 
 def test_sync_trap_catches_host_reads_and_sync_ops():

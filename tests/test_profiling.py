@@ -256,3 +256,42 @@ def test_profile_run_torch_profiler_wiring(profile_run, tmp_path, monkeypatch, c
     assert not list(trace.parent.glob(".*tmp*"))                 # atomic write cleaned up
     out = capsys.readouterr().out
     assert "top-level torch ops per decision step" in out and "Chrome trace:" in out
+
+
+def test_device_op_counter_attributes_ops_to_stages():
+    from eqfast.utils.profiling import OUTSIDE, DeviceOpCounter, stage
+
+    x = torch.arange(8)
+    with DeviceOpCounter() as counter:
+        y = x + 1                      # one op outside any stage
+        with stage("a"):
+            z = (y * 2).view(2, 4)     # mul counts, view does not
+            torch.empty(3)             # an allocation launches nothing
+            with stage("b"):
+                z.sum()
+                z.max()
+    assert dict(counter.counts) == {OUTSIDE: 1, "a": 1, "b": 2}
+
+
+@pytest.mark.interpreter
+def test_device_op_counter_counts_triton_launches_not_interpreter_traffic():
+    from conftest import random_games
+
+    import eqfast.kernels
+    from eqfast.engine.public import hidden_info
+    from eqfast.utils.profiling import DeviceOpCounter, stage
+
+    info = hidden_info(random_games(3, 11, plays=(2, 9)))
+    with DeviceOpCounter() as counter:
+        with stage("counts"):
+            eqfast.kernels.completion_counts(info)     # an allocation + one launch
+    assert dict(counter.counts) == {"counts": 1}
+
+
+def test_profile_run_count_ops(profile_run, capsys):
+    assert profile_run.main(["--games", "2", "--n-samples", "4", "--pipeline", "fast",
+                             "--backend", "reference", "--warmup", "0", "--count-ops",
+                             "--oracle", "random:mlp"]) == 0
+    out = capsys.readouterr().out
+    m = re.search(r"device ops per decision step (\d+): (.*)", out)
+    assert m and int(m.group(1)) > 0 and "public" in m.group(2) and "sample" in m.group(2)

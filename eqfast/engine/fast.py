@@ -6,13 +6,16 @@ device, which on a GPU leaves the oracle idle between launches. `FastEngine` pro
 same records with a different schedule:
 
 1. One decision of G games x N worlds is a static-shape, host-read-free function
-   (`DecisionStep`): sample -> worlds -> oracle (TorchScript) -> [posterior] -> reduce ->
-   select -> record fields. No de-duplication (a data-dependent shape), checks off
-   (`host_checks_off`). Its inputs and outputs live in fixed buffers, so on CUDA the whole
+   (`DecisionStep`): public -> sample -> tokenize -> oracle (TorchScript) -> [posterior] ->
+   reduce -> select -> advance. No de-duplication (a data-dependent shape), checks off
+   (`host_checks_off`). Work that does not depend on the step's results is hoisted out of
+   it: the policy's Philox draws of all 28 decisions are made once per batch, and the
+   record fields (transcript tokens, current-hand order, ...) are computed once per batch
+   over the 28 x G stacked decision states (`batch_records`). Its inputs and outputs live in fixed buffers, so on CUDA the whole
    step is captured once per shape into a CUDA graph and replayed 28 times per batch
    (one graph per (G bucket, N); G is padded up to a power of two, so a run captures a
    handful). `--no-graphs` (graphs=False) runs the same step eagerly.
-2. The 28 decisions' record fields stay on the device and go to pinned host memory in one
+2. The batch's records stay on the device and go to pinned host memory in one
    asynchronous copy per batch on a side stream; an event marks its completion.
 3. A writer thread takes finished batches (queue of one: double buffering), waits for the
    batch's event, checks the records (`check_invariants`) and hands them to the caller's
@@ -37,7 +40,8 @@ from ..rules.deal import mix_seed
 from ..utils.checks import host_checks_off
 from ..utils.profiling import stage
 from .pipeline import N_DECISIONS, STREAM_POLICY, STREAM_WORLDS, Engine, EngineConfig
-from .policy import select_actions
+from .moments import Moments
+from .policy import N_DRAWS, Selection, policy_uniforms, select_with_uniforms
 from .posterior import posterior_log_weights
 from .public import hidden_info
 from .records import record_tensors
@@ -76,7 +80,10 @@ class DecisionStep:
         self.cfg = cfg
         self.backend = backend
 
-    def __call__(self, games: BatchedGames, keys_w, keys_p, seeds, split, game_idx):
+    def __call__(self, games: BatchedGames, keys_w, u_p):
+        """keys_w [G] int64: world-sampling keys; u_p [G, 5] float64: the policy's draws
+        (`policy_uniforms` of the policy keys, drawn for all decisions of a batch at once).
+        Returns (the decision's outputs {name: [G, ...]}, the games after the move)."""
         cfg = self.cfg
         N = cfg.n_samples
         G = games.batch_size
@@ -114,16 +121,37 @@ class DecisionStep:
             with stage("reduce"):
                 mom = self.backend.weighted_moments(q, legal, logw)
             with stage("select"):
-                sel = select_actions(mom.mean, legal, cfg.exploration, keys_p)
-            with stage("record"):
-                rec = record_tensors(games, mom, legal, sel, n_worlds=sample.n_worlds,
-                                     enumerated=sample.enumerated, game_idx=game_idx,
-                                     seeds=seeds, split=split,
-                                     world_q=q if cfg.store_worlds else None,
-                                     logw=logw if cfg.store_worlds else None)
+                sel = select_with_uniforms(mom.mean, legal, cfg.exploration, u_p)
             with stage("advance"):
                 nxt = games.play(sel.slot)
-        return rec, nxt
+        out = dict(mom._asdict(), **sel._asdict(), legal=legal, n_worlds=sample.n_worlds,
+                   enumerated=sample.enumerated)
+        if cfg.store_worlds:
+            out.update(world_q=q, logw=logw)
+        return out, nxt
+
+
+def batch_records(snapshots: list[BatchedGames], outputs: list[dict], seeds: torch.Tensor,
+                  split: torch.Tensor, store_worlds: bool) -> dict[str, torch.Tensor]:
+    """The schema 2.1 fields of a whole batch at once, ordered by (game, decision).
+
+    snapshots[d]: the G games at decision d; outputs[d]: DecisionStep's outputs there;
+    seeds, split [G]. The record fields (transcript tokens, current-hand order, ...) are
+    row-wise functions of a game state and its outputs, so they are computed once over the
+    28 x G stacked rows by the same `record_tensors` the reference uses, instead of ~120
+    small ops in every one of the 28 steps."""
+    n_dec = len(snapshots)
+    stack = lambda ts: torch.stack(ts, 1).flatten(0, 1)          # [G, 28, ...] -> [G*28, ...]
+    games = BatchedGames(**{f.name: stack([getattr(s, f.name) for s in snapshots])
+                            for f in fields(BatchedGames)})
+    out = {k: stack([o[k] for o in outputs]) for k in outputs[0]}
+    per_game = lambda x: x.repeat_interleave(n_dec)
+    return record_tensors(games, Moments(*(out[k] for k in Moments._fields)), out["legal"],
+                          Selection(*(out[k] for k in Selection._fields)),
+                          n_worlds=out["n_worlds"], enumerated=out["enumerated"],
+                          game_idx=per_game(seeds), seeds=per_game(seeds), split=per_game(split),
+                          world_q=out["world_q"] if store_worlds else None,
+                          logw=out["logw"] if store_worlds else None)
 
 
 class _GraphedStep:
@@ -134,12 +162,10 @@ class _GraphedStep:
         dev = example.device
         G = example.batch_size
         self.keys_w = torch.zeros(G, dtype=torch.int64, device=dev)
-        self.keys_p = torch.zeros(G, dtype=torch.int64, device=dev)
-        self.seeds = torch.zeros(G, dtype=torch.int64, device=dev)
-        self.split = torch.zeros(G, dtype=torch.int8, device=dev)
-        self.game_idx = torch.zeros(G, dtype=torch.int64, device=dev)
-        args = (self.static.games, self.keys_w, self.keys_p, self.seeds, self.split, self.game_idx)
-        # warm up on a side stream (Triton compiles, TorchScript profiles, allocator settles)
+        self.u_p = torch.zeros(G, N_DRAWS, dtype=torch.float64, device=dev)
+        args = (self.static.games, self.keys_w, self.u_p)
+        # warm up on a side stream: Triton compiles, TorchScript's profiling executor
+        # optimizes (it runs aten.equal, a sync, in its first two runs), the allocator settles
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -148,18 +174,17 @@ class _GraphedStep:
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
-            self.out_rec, self.out_games = step(*args)
+            self.out, self.out_games = step(*args)
 
-    def __call__(self, games, keys_w, keys_p, seeds, split, game_idx):
+    def __call__(self, games, keys_w, u_p):
         self.static.load(games)
-        for dst, src in ((self.keys_w, keys_w), (self.keys_p, keys_p), (self.seeds, seeds),
-                         (self.split, split), (self.game_idx, game_idx)):
-            dst.copy_(src, non_blocking=True)
+        self.keys_w.copy_(keys_w, non_blocking=True)
+        self.u_p.copy_(u_p, non_blocking=True)
         # the stages inside a captured graph emit their NVTX ranges only at capture time, so
         # the replay gets its own range (Nsight shows the graph's kernels under it)
         with stage("replay"):
             self.graph.replay()
-        return self.out_rec, self.out_games
+        return self.out, self.out_games
 
 
 @dataclass
@@ -211,24 +236,31 @@ class FastEngine(Engine):
         dev = self.device
         games = self.new_games(padded)
         keys_w = self._keys_all(padded, STREAM_WORLDS).to(dev)
-        keys_p = self._keys_all(padded, STREAM_POLICY).to(dev)
-        seed_t = torch.tensor(padded, dtype=torch.int64, device=dev)
-        split = split_of_seed(torch.tensor(padded)).to(dev)
+        # the policy's Philox draws for all 28 decisions in one pass, outside the step
+        u_p = policy_uniforms(self._keys_all(padded, STREAM_POLICY).to(dev))   # [28, G, 5]
         step = self._graph_for(games) if self.graphs else self.step
-        steps = []
+        snapshots, outputs = [], []
         for d in range(N_DECISIONS):
-            rec, games = step(games, keys_w[d], keys_p[d], seed_t, split, seed_t)
-            # a replayed graph reuses its output buffers: keep a copy (device to device)
-            steps.append({k: v[:G_real].clone() for k, v in rec.items()})
-            if self.graphs:   # the next replay reads `games` from the static inputs
+            snapshots.append(games)
+            out, games = step(games, keys_w[d], u_p[d])
+            if self.graphs:
+                # a replay overwrites its output buffers: keep copies (device to device)
+                out = {k: v.clone() for k, v in out.items()}
                 games = BatchedGames(**{f.name: getattr(games, f.name).clone()
                                         for f in fields(BatchedGames)})
+            outputs.append(out)
         self.world_rows += G_real * self.cfg.n_samples * N_DECISIONS
         window = self.cfg.posterior.window_k if self.cfg.posterior is not None else 0
         self.oracle_rows += G * self.cfg.n_samples * (1 + window) * N_DECISIONS
-        # records ordered by (game, decision): [28, G] -> [G, 28]
-        stacked = {k: torch.stack([s[k] for s in steps], 1).flatten(0, 1) for k in steps[0]}
-        return self._to_host(stacked, seeds)
+        real = lambda t: t[:G_real]                       # drop the padding games
+        with torch.no_grad(), stage("record"):
+            records = batch_records(
+                [BatchedGames(**{f.name: real(getattr(s, f.name)) for f in fields(BatchedGames)})
+                 for s in snapshots],
+                [{k: real(v) for k, v in o.items()} for o in outputs],
+                torch.tensor(seeds, dtype=torch.int64, device=dev),
+                split_of_seed(torch.tensor(seeds)).to(dev), self.cfg.store_worlds)
+        return self._to_host(records, seeds)
 
     def _graph_for(self, games: BatchedGames):
         key = (games.batch_size, self.cfg.n_samples)

@@ -22,6 +22,9 @@ choice depends on (key, e_q, legal, cfg) only:
     counter 3: epsilon pick     4: boltzmann draw
 
 A uniform pick among m candidates takes the floor(u * m)-th candidate in slot order.
+`policy_uniforms(keys)` computes the five draws (about 150 elementwise ops of Philox in
+PyTorch); `select_with_uniforms` takes them precomputed, which is how the fast path draws a
+whole batch's 28 decisions at once, outside its captured per-decision step.
 """
 from __future__ import annotations
 
@@ -75,9 +78,24 @@ def _pick_nth(candidates: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return hit.long().argmax(dim=1)
 
 
+def policy_uniforms(keys: torch.Tensor) -> torch.Tensor:
+    """The decisions' five policy draws [..., 5] float64 in [0, 1), keys [...] int64."""
+    keys = torch.as_tensor(keys, dtype=torch.int64)
+    return uniform_float(keys[..., None], torch.arange(N_DRAWS, device=keys.device))
+
+
 def select_actions(e_q: torch.Tensor, legal: torch.Tensor, cfg: ExplorationConfig,
                    keys: torch.Tensor) -> Selection:
     """Choose one legal slot per decision. e_q [G,7] (actor frame), legal [G,7], keys [G] int64."""
+    keys = torch.as_tensor(keys, dtype=torch.int64, device=e_q.device)
+    if tuple(keys.shape) != (e_q.shape[0],):
+        raise ValueError(f"keys must be [G] = [{e_q.shape[0]}], got {tuple(keys.shape)}")
+    return select_with_uniforms(e_q, legal, cfg, policy_uniforms(keys))
+
+
+def select_with_uniforms(e_q: torch.Tensor, legal: torch.Tensor, cfg: ExplorationConfig,
+                         u: torch.Tensor) -> Selection:
+    """`select_actions` with the draws given: u [G, 5] float64 = policy_uniforms(keys)."""
     if e_q.dim() != 2 or tuple(legal.shape) != tuple(e_q.shape):
         raise ValueError(f"e_q and legal must both be [G, K], got {tuple(e_q.shape)} "
                          f"and {tuple(legal.shape)}")
@@ -87,10 +105,9 @@ def select_actions(e_q: torch.Tensor, legal: torch.Tensor, cfg: ExplorationConfi
         raise ValueError(f"select_actions: decision {g} has no legal move")
     G = e_q.shape[0]
     dev = e_q.device
-    keys = torch.as_tensor(keys, dtype=torch.int64, device=dev)
-    if tuple(keys.shape) != (G,):
-        raise ValueError(f"keys must be [G] = [{G}], got {tuple(keys.shape)}")
-    u = uniform_float(keys[:, None], torch.arange(N_DRAWS, device=dev)[None, :])   # [G,5] f64
+    if tuple(u.shape) != (G, N_DRAWS):
+        raise ValueError(f"policy draws must be [G, {N_DRAWS}] = [{G}, {N_DRAWS}], "
+                         f"got {tuple(u.shape)}")
 
     q = e_q.double()
     masked = torch.where(legal, q, torch.full_like(q, float("-inf")))

@@ -22,7 +22,6 @@ from contextlib import contextmanager
 
 import nvtx
 import torch
-import triton
 from torch.utils._python_dispatch import TorchDispatchMode
 
 STAGE_TIMES: dict[str, float] = defaultdict(float)
@@ -73,37 +72,58 @@ def stage_table() -> str:
 
 OUTSIDE = "(outside stages)"
 
+#: aten ops that launch no kernel: allocations without fill, storage plumbing, and the
+#: 0-dim CPU wrappers of Python scalars (passed to kernels as arguments)
+_NO_LAUNCH = ("aten.empty", "aten.new_empty", "aten.set_", "aten.scalar_tensor",
+              "aten.lift_fresh")
+
 
 class DeviceOpCounter(TorchDispatchMode):
     """`with DeviceOpCounter() as c: ...` then `c.counts`: {stage: device ops} where a
-    device op is an aten op that is not a view, or a Triton kernel launch; attributed to the
-    innermost open `stage`."""
+    device op is an aten op that computes something (not a view, not an allocation) or a
+    Triton kernel launch; attributed to the innermost open `stage`. The tensor traffic of
+    Triton's CPU interpreter inside a launch is not counted (on a GPU it does not exist)."""
 
     def __init__(self):
         super().__init__()
         self.counts: dict[str, int] = defaultdict(int)
+        self._in_kernel = False
 
     def _add(self):
         self.counts[_OPEN[-1] if _OPEN else OUTSIDE] += 1
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if not func.is_view:
+        if not (self._in_kernel or func.is_view or str(func).startswith(_NO_LAUNCH)):
             self._add()
         return func(*args, **(kwargs or {}))
 
     def __enter__(self):
-        # Triton launches are `kernel[grid](...)`: count them at `__getitem__`
+        # Triton launches are `kernel[grid](...)`: count them at `__getitem__`. Imported
+        # here, not at module level: TRITON_INTERPRET must be set before triton is first
+        # imported (make_backend sets it on CPU-only machines)
+        import triton
+
         interface = triton.runtime.jit.KernelInterface
         self._getitem = interface.__getitem__
         getitem = self._getitem
 
         def counted(kernel, grid):
-            self._add()
-            return getitem(kernel, grid)
+            launch = getitem(kernel, grid)
+
+            def run(*args, **kwargs):
+                self._add()
+                self._in_kernel = True
+                try:
+                    return launch(*args, **kwargs)
+                finally:
+                    self._in_kernel = False
+            return run
 
         interface.__getitem__ = counted
         return super().__enter__()
 
     def __exit__(self, *exc):
+        import triton
+
         triton.runtime.jit.KernelInterface.__getitem__ = self._getitem
         return super().__exit__(*exc)
