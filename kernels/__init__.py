@@ -5,7 +5,8 @@ Each kernel module has the same call signature as its pure-PyTorch reference in
 `eqfast.kernels` (setup.py `package_dir`).
 """
 from .moments import weighted_moments
+from .public import hidden_info
 from .sampling import completion_counts, sample_worlds
 from .tokenize import tokenize_worlds
 
-__all__ = ["completion_counts", "sample_worlds", "tokenize_worlds", "weighted_moments"]
+__all__ = ["hidden_info", "completion_counts", "sample_worlds", "tokenize_worlds", "weighted_moments"]

@@ -14,7 +14,8 @@ Where each tile is, seen from the actor of decision g, in world n:
                                                 -> (seats[g, j] - actor) % 4  (= 1 + j)
 Only the last line depends on the world. So the work is split:
 
-  host (`eqfast.engine.tokens.decision_tables`, O(G) torch ops, once per decision):
+  per decision (`decision_tables`, one program per decision; the reference is
+  `eqfast.engine.tokens.decision_tables`, ~80 small torch ops):
       base  [G, 28] int64  the code of every tile, pool tiles written as if gone (status 10)
       pool  [G, 28] int32  pool index i of tile t, -1 for tiles outside the pool
       rel   [G, 3]  int64  relative seat of hidden seat j
@@ -26,8 +27,8 @@ Only the last line depends on the world. So the work is split:
 
 Why: the world-independent part needs the transcript (28 plays), the actor's slot masks and
 the trick, i.e. a few hundred bytes of reads and a little branching per decision; done per
-world it would be repeated N times (N ~ 100-1000). Left on the host it costs G rows of torch
-work, and the kernel becomes a pure stream: per world it reads the 21-byte owner row and
+world it would be repeated N times (N ~ 100-1000). Done once per decision, the per-world
+kernel becomes a pure stream: per world it reads the 21-byte owner row and
 writes 28 + 7 int64 (280 bytes), so it is bound by the writes. int64 is written directly
 (the reference's dtype) rather than int32 plus a cast, which would be a second pass.
 
@@ -45,13 +46,92 @@ import triton.language as tl
 
 from eqfast.engine.public import MAX_POOL, HiddenInfo
 from eqfast.engine.sampling import WorldSample
-from eqfast.engine.tokens import decision_tables
-from eqfast.oracle.tokenizer import STATUS_GONE
+from eqfast.oracle.tokenizer import N_STATUS, STATUS_GONE
 from eqfast.rules.batched import BatchedGames
-from eqfast.rules.tables import HAND_SIZE, N_TILES
+from eqfast.rules.tables import HAND_SIZE, N_SEATS, N_TILES
+
+from .public import _hand_tiles, _played_tiles
 
 BLOCK_T = 32         # the 28 tiles padded to a power of two
 BLOCK_S = 8          # the 7 hand slots padded to a power of two
+
+
+@triton.jit
+def _decision_tables_kernel(
+    hands_ptr, remaining_ptr, tiles_ptr, seats_ptr, trick_ptr,
+    actor_ptr, decl_ptr, info_pool_ptr, info_seats_ptr,
+    base_ptr, pool_ptr, rel_ptr, actor_tiles_ptr,
+    N_TILES: tl.constexpr, N_SEATS: tl.constexpr, HAND_SIZE: tl.constexpr,
+    MAX_POOL: tl.constexpr, N_STATUS: tl.constexpr, STATUS_GONE: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+):
+    """base[g, t]: tile t's code with pool tiles as gone; pool[g, t]: t's index in
+    info.pool (-1 if absent); rel[g, j]: relative seat of hidden seat j; actor_tiles[g]: the
+    actor's initial hand (its remaining and its played tiles), ascending, 0 padded."""
+    i_g = tl.program_id(0).to(tl.int64)
+    o_t = tl.arange(0, BLOCK_T)
+    m_t = o_t < N_TILES
+    b_actor = tl.load(actor_ptr + i_g)
+    b_decl = tl.load(decl_ptr + i_g)
+    _, own = _hand_tiles(hands_ptr, remaining_ptr, i_g, b_actor, o_t, N_SEATS, HAND_SIZE, N_TILES)
+    _, by_actor = _played_tiles(tiles_ptr, seats_ptr, i_g, b_actor, o_t, N_TILES)
+
+    # status: 0 in the actor's hand, 4 + k(k-1)/2 + p at position p of a k-tile trick, else gone
+    b_status = tl.where(own, 0, STATUS_GONE).to(tl.int64)
+    b_k = tl.zeros([], tl.int64)
+    for p in tl.static_range(N_SEATS - 1):
+        b_k += (tl.load(trick_ptr + i_g * N_SEATS + p) >= 0).to(tl.int64)
+    for p in tl.static_range(N_SEATS - 1):
+        b_trick = tl.load(trick_ptr + i_g * N_SEATS + p)
+        b_status = tl.where((o_t == b_trick) & (b_trick >= 0), 4 + b_k * (b_k - 1) // 2 + p,
+                            b_status)
+    b_base = (b_decl * N_TILES + o_t) * N_STATUS + b_status
+    tl.store(base_ptr + i_g * N_TILES + o_t, b_base, mask=m_t)
+
+    # pool index of each tile: rows = pool positions, columns = tiles
+    o_i = tl.arange(0, BLOCK_T)
+    b_pool = tl.load(info_pool_ptr + i_g * MAX_POOL + o_i, mask=o_i < MAX_POOL, other=-1)
+    m_at = (b_pool[:, None] == o_t[None, :]) & (b_pool >= 0)[:, None]
+    b_index = tl.sum(tl.where(m_at, o_i[:, None], 0), axis=0)
+    b_found = tl.max(m_at.to(tl.int32), axis=0) != 0
+    tl.store(pool_ptr + i_g * N_TILES + o_t, tl.where(b_found, b_index, -1).to(tl.int32), mask=m_t)
+
+    for j in tl.static_range(N_SEATS - 1):
+        b_rel = tl.load(info_seats_ptr + i_g * (N_SEATS - 1) + j) - b_actor
+        tl.store(rel_ptr + i_g * (N_SEATS - 1) + j, ((b_rel % N_SEATS) + N_SEATS) % N_SEATS)
+
+    # the actor's initial hand in ascending order: known tiles at their prefix count
+    b_known = ((own | by_actor) & m_t).to(tl.int64)
+    b_pos = tl.cumsum(b_known, axis=0) - b_known
+    p_hand = actor_tiles_ptr + i_g * HAND_SIZE
+    tl.store(p_hand + b_pos, o_t.to(tl.int64), mask=(b_known != 0) & (b_pos < HAND_SIZE))
+    b_n_known = tl.sum(b_known, axis=0)
+    tl.store(p_hand + o_t, tl.zeros([BLOCK_T], tl.int64), mask=(o_t >= b_n_known) & (o_t < HAND_SIZE))
+
+
+def _empty_tables(G: int, device) -> tuple[torch.Tensor, ...]:
+    # one allocation point, so the tests can poison what the kernel must overwrite
+    return (torch.empty(G, N_TILES, dtype=torch.int64, device=device),
+            torch.empty(G, N_TILES, dtype=torch.int32, device=device),
+            torch.empty(G, N_SEATS - 1, dtype=torch.int64, device=device),
+            torch.empty(G, HAND_SIZE, dtype=torch.int64, device=device))
+
+
+def decision_tables(games: BatchedGames, info: HiddenInfo):
+    """(base [G,28] int64, pool [G,28] int32, rel [G,3] int64, actor_tiles [G,7] int64) as
+    `eqfast.engine.tokens.decision_tables`, bit for bit; one program per decision."""
+    G = info.batch_size
+    base, pool, rel, actor_tiles = _empty_tables(G, info.device)
+    if G > 0:
+        _decision_tables_kernel[(G,)](
+            games.hands.contiguous(), games.remaining.contiguous(), games.tiles.contiguous(),
+            games.seats.contiguous(), games.trick.contiguous(), info.actor.contiguous(),
+            info.decl.contiguous(), info.pool.contiguous(),
+            info.seats.contiguous(), base, pool, rel, actor_tiles,
+            N_TILES=N_TILES, N_SEATS=N_SEATS, HAND_SIZE=HAND_SIZE, MAX_POOL=MAX_POOL,
+            N_STATUS=N_STATUS, STATUS_GONE=STATUS_GONE, BLOCK_T=BLOCK_T, num_warps=1,
+        )
+    return base, pool, rel, actor_tiles
 
 
 @triton.jit

@@ -16,7 +16,7 @@ from eqfast.engine.policy import ExplorationConfig, policy_uniforms
 from eqfast.engine.posterior import PosteriorConfig
 from eqfast.oracle.network import NetworkOracle, build_network, script_module
 from eqfast.rules.deal import mix_seed
-from eqfast.data.schema import FIELDS, split_of_seed
+from eqfast.data.schema import FIELDS
 from eqfast.utils.checks import HostSyncError, forbid_host_sync
 
 CUDA = torch.cuda.is_available()

@@ -43,7 +43,6 @@ from .pipeline import N_DECISIONS, STREAM_POLICY, STREAM_WORLDS, Engine, EngineC
 from .moments import Moments
 from .policy import N_DRAWS, Selection, policy_uniforms, select_with_uniforms
 from .posterior import posterior_log_weights
-from .public import hidden_info
 from .records import record_tensors
 from .worlds import build_oracle_batch, prefix_oracle_batch, world_tile_masks
 
@@ -89,7 +88,7 @@ class DecisionStep:
         G = games.batch_size
         with host_checks_off(), torch.no_grad():
             with stage("public"):
-                info = hidden_info(games)
+                info = self.backend.hidden_info(games)
                 counts = self.backend.completion_counts(info)
                 legal = games.legal_mask()
             with stage("sample"):

@@ -2,7 +2,7 @@
 
 One step for the G games in flight (every game has 28 decisions, so they stay aligned):
 
-    public   hidden_info + backend.completion_counts what the actor knows (voids, sizes),
+    public   backend.hidden_info, completion_counts what the actor knows (voids, sizes),
                                                     and how many worlds agree with it
     sample   backend.sample_worlds                  N exactly-uniform worlds per game
     tokenize backend.tokenize_worlds                network oracles: codes straight from
@@ -14,8 +14,9 @@ One step for the G games in flight (every game has 28 decisions, so they stay al
     record   records_from_step                      schema 2.1 rows (CPU)
     advance  BatchedGames.play                      the chosen moves
 
-The backend ("reference" pure PyTorch, "triton" eqfast.kernels) supplies completion_counts,
-sample_worlds, tokenize_worlds and weighted_moments with identical signatures. `fast.py` runs the same
+The backend ("reference" pure PyTorch, "triton" eqfast.kernels) supplies hidden_info,
+completion_counts, sample_worlds, tokenize_worlds and weighted_moments with identical
+signatures. `fast.py` runs the same
 stages with static shapes for CUDA graphs.
 
 Never the same oracle row twice: within one game a world is identified by its rank
@@ -46,7 +47,6 @@ from .games import setup_games
 from .moments import Moments
 from .policy import ExplorationConfig, select_actions
 from .posterior import PosteriorConfig, posterior_log_weights
-from .public import hidden_info
 from .records import records_from_step
 from .sampling import world_ranks
 from .worlds import build_oracle_batch, prefix_oracle_batch, world_tile_masks
@@ -84,6 +84,7 @@ class EngineConfig:
 class Backend:
     """The device stages by name; reference and Triton versions share signatures."""
     name: str
+    hidden_info: Callable
     completion_counts: Callable
     sample_worlds: Callable
     tokenize_worlds: Callable
@@ -97,6 +98,7 @@ def make_backend(name: str = "reference", device="cpu") -> Backend:
         name = "triton" if device.type == "cuda" else "reference"
     if name == "reference":
         from .moments import weighted_moments
+        from .public import hidden_info
         from .sampling import completion_counts, sample_worlds
         from .tokens import tokenize_worlds_split as tokenize_worlds
     elif name == "triton":
@@ -104,10 +106,12 @@ def make_backend(name: str = "reference", device="cpu") -> Backend:
             # Triton kernels run on the CPU only under its interpreter (slow: for tests and
             # debugging). The variable is read when kernels are defined, i.e. on import.
             os.environ.setdefault("TRITON_INTERPRET", "1")
-        from ..kernels import completion_counts, sample_worlds, tokenize_worlds, weighted_moments
+        from ..kernels import (completion_counts, hidden_info, sample_worlds, tokenize_worlds,
+                               weighted_moments)
     else:
         raise ValueError(f"unknown backend {name!r} (choose reference, triton or auto)")
-    return Backend(name, completion_counts, sample_worlds, tokenize_worlds, weighted_moments)
+    return Backend(name, hidden_info, completion_counts, sample_worlds, tokenize_worlds,
+                   weighted_moments)
 
 
 def _chunked_query(oracle: Oracle, batch: OracleBatch, chunk: int):
@@ -224,7 +228,7 @@ class Engine:
         cfg = self.cfg
         G = games.batch_size
         with stage("public"):
-            info = hidden_info(games)
+            info = self.backend.hidden_info(games)
             counts = self.backend.completion_counts(info)
         with stage("sample"):
             sample = self.backend.sample_worlds(info, counts, keys, n)

@@ -124,14 +124,22 @@ def hidden_info(games: BatchedGames) -> HiddenInfo:
     pool = mask_to_sorted_ids(hidden, MAX_POOL)
     n_pool = (pool >= 0).sum(1)
     sizes = popcount(games.remaining.gather(1, seats), HAND_SIZE)
-    if host_checks() and bool((sizes.sum(1) != n_pool).any()):
-        bad = int(torch.nonzero(sizes.sum(1) != n_pool)[0])
-        raise ValueError(f"game {bad}: hidden hand sizes {sizes[bad].tolist()} do not add up "
-                         f"to the {int(n_pool[bad])} hidden tiles (inconsistent BatchedGames)")
 
     forbidden = forbidden_masks(games.voids.gather(1, seats), games.decl[:, None])   # [G,3]
     may_hold = ((forbidden[:, None, :] >> pool.clamp(min=0)[:, :, None]) & 1) == 0   # [G,21,3]
     may_hold = may_hold & (pool >= 0)[:, :, None]
     allowed = (may_hold.long() << torch.arange(N_HIDDEN, device=dev)).sum(-1)
-    return HiddenInfo(pool=pool, n_pool=n_pool, allowed=allowed, sizes=sizes, seats=seats,
+    info = HiddenInfo(pool=pool, n_pool=n_pool, allowed=allowed, sizes=sizes, seats=seats,
                       actor=actor, decl=games.decl)
+    check_hidden_sizes(info)
+    return info
+
+
+def check_hidden_sizes(info: HiddenInfo) -> None:
+    """Raise if the hidden hand sizes do not add up to the hidden tiles (an inconsistent
+    BatchedGames); skipped under `host_checks_off` (shared by the reference and the kernel)."""
+    if host_checks() and bool((info.sizes.sum(1) != info.n_pool).any()):
+        bad = int(torch.nonzero(info.sizes.sum(1) != info.n_pool)[0])
+        raise ValueError(f"game {bad}: hidden hand sizes {info.sizes[bad].tolist()} do not add "
+                         f"up to the {int(info.n_pool[bad])} hidden tiles (inconsistent "
+                         "BatchedGames)")
