@@ -1,12 +1,26 @@
 """eqfast.kernels: the Triton version of each device stage of the E[Q] engine.
 
-Each kernel module has the same call signature as its pure-PyTorch reference in
-`eqfast.engine`, so the pipeline picks a backend by name. This folder is installed as
+Each function has the same call signature and outputs as its pure-PyTorch reference, so
+the pipeline picks a backend by name (`eqfast.engine.pipeline.make_backend`). In the
+order of one decision step:
+
+    stage     kernel (module)                          reference
+    public    hidden_info (public.py)                  eqfast.engine.public.hidden_info
+              completion_counts (sampling.py)          eqfast.engine.sampling.completion_counts
+    sample    sample_worlds (sampling.py)              eqfast.engine.sampling.sample_worlds
+    tokenize  tokenize_worlds (tokenize.py)            eqfast.engine.tokens.tokenize_worlds
+    reduce    weighted_moments (moments.py)            eqfast.engine.moments.weighted_moments
+    advance   play (advance.py)                        eqfast.rules.batched.BatchedGames.play
+
+Integer and random-number stages match their reference bit for bit; the reduction matches
+float64 to a stated tolerance (tests/test_kernel_*.py). This folder is installed as
 `eqfast.kernels` (setup.py `package_dir`).
 """
 from .moments import weighted_moments
+from .advance import play
 from .public import hidden_info
 from .sampling import completion_counts, sample_worlds
 from .tokenize import tokenize_worlds
 
-__all__ = ["hidden_info", "completion_counts", "sample_worlds", "tokenize_worlds", "weighted_moments"]
+__all__ = ["hidden_info", "completion_counts", "sample_worlds", "tokenize_worlds",
+           "weighted_moments", "play"]

@@ -122,7 +122,7 @@ class DecisionStep:
             with stage("select"):
                 sel = select_with_uniforms(mom.mean, legal, cfg.exploration, u_p)
             with stage("advance"):
-                nxt = games.play(sel.slot)
+                nxt = self.backend.play(games, sel.slot)
         out = dict(mom._asdict(), **sel._asdict(), legal=legal, n_worlds=sample.n_worlds,
                    enumerated=sample.enumerated)
         if cfg.store_worlds:

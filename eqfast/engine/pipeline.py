@@ -12,11 +12,11 @@ One step for the G games in flight (every game has 28 decisions, so they stay al
     reduce   backend.weighted_moments               E[Q], Var[Q], ESS, u_mean/u_max
     select   select_actions                         exploration policy
     record   records_from_step                      schema 2.1 rows (CPU)
-    advance  BatchedGames.play                      the chosen moves
+    advance  backend.play                           the chosen moves
 
 The backend ("reference" pure PyTorch, "triton" eqfast.kernels) supplies hidden_info,
-completion_counts, sample_worlds, tokenize_worlds and weighted_moments with identical
-signatures. `fast.py` runs the same
+completion_counts, sample_worlds, tokenize_worlds, weighted_moments and play (the rules'
+transition, `BatchedGames.play`) with identical signatures. `fast.py` runs the same
 stages with static shapes for CUDA graphs.
 
 Never the same oracle row twice: within one game a world is identified by its rank
@@ -89,6 +89,7 @@ class Backend:
     sample_worlds: Callable
     tokenize_worlds: Callable
     weighted_moments: Callable
+    play: Callable
 
 
 def make_backend(name: str = "reference", device="cpu") -> Backend:
@@ -101,17 +102,18 @@ def make_backend(name: str = "reference", device="cpu") -> Backend:
         from .public import hidden_info
         from .sampling import completion_counts, sample_worlds
         from .tokens import tokenize_worlds_split as tokenize_worlds
+        play = BatchedGames.play
     elif name == "triton":
         if device.type != "cuda":
             # Triton kernels run on the CPU only under its interpreter (slow: for tests and
             # debugging). The variable is read when kernels are defined, i.e. on import.
             os.environ.setdefault("TRITON_INTERPRET", "1")
-        from ..kernels import (completion_counts, hidden_info, sample_worlds, tokenize_worlds,
-                               weighted_moments)
+        from ..kernels import (completion_counts, hidden_info, play, sample_worlds,
+                               tokenize_worlds, weighted_moments)
     else:
         raise ValueError(f"unknown backend {name!r} (choose reference, triton or auto)")
     return Backend(name, hidden_info, completion_counts, sample_worlds, tokenize_worlds,
-                   weighted_moments)
+                   weighted_moments, play)
 
 
 def _chunked_query(oracle: Oracle, batch: OracleBatch, chunk: int):
@@ -163,7 +165,7 @@ class Engine:
             records, slot = self.decide(games, seeds, d, game_idx)
             steps.append(records)
             with stage("advance"):
-                games = games.play(slot)
+                games = self.backend.play(games, slot)
         return DecisionRecords.cat(steps).sort_by_game()
 
     # ------------------------------------------------------------------ one decision

@@ -127,12 +127,7 @@ class BatchedGames:
         rows = self._rows()
         slot = torch.as_tensor(slot, dtype=torch.int64, device=self.device)
         live = ~self.is_over
-        legal = self.legal_mask()
-        ok = legal[rows, slot.clamp(0, HAND_SIZE - 1)] & (slot >= 0) & (slot < HAND_SIZE)
-        if host_checks() and bool((live & ~ok).any()):
-            bad = int(torch.nonzero(live & ~ok)[0])
-            raise ValueError(f"game {bad}: slot {int(slot[bad])} is not legal "
-                             f"(legal mask {legal[bad].int().tolist()})")
+        check_legal_slots(self, slot)
         seat = self.current_player
         tile = self.hands[rows, seat, slot.clamp(0, HAND_SIZE - 1)]
         pos = self.trick_len
@@ -184,3 +179,18 @@ class BatchedGames:
     def score(self) -> torch.Tensor:
         """Team 0 points minus team 1 points so far [B]."""
         return self.points[:, 0] - self.points[:, 1]
+
+
+def check_legal_slots(games: BatchedGames, slot: torch.Tensor) -> None:
+    """Raise unless every unfinished game's `slot` [B] is legal for its current player; a
+    host read, skipped under `host_checks_off` (shared by `play` and the Triton kernel)."""
+    if not host_checks():
+        return
+    rows = games._rows()
+    legal = games.legal_mask()
+    ok = legal[rows, slot.clamp(0, HAND_SIZE - 1)] & (slot >= 0) & (slot < HAND_SIZE)
+    bad = ~games.is_over & ~ok
+    if bool(bad.any()):
+        g = int(torch.nonzero(bad)[0])
+        raise ValueError(f"game {g}: slot {int(slot[g])} is not legal "
+                         f"(legal mask {legal[g].int().tolist()})")
