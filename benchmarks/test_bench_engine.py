@@ -7,7 +7,8 @@ CUDA graph per decision step). Backend auto: triton on CUDA, reference on the CP
 
 Oracles: the shipped default (eqfast/models/default.safetensors, TorchScript) and, on CUDA
 only (on the CPU they run at ~1K rows/s), transformers of the spec's 816K and 3.3M sizes
-with random weights (speed does not depend on the weights).
+with random weights (speed does not depend on the weights; `speed_test_network` scales
+the output head so Q stays a possible value).
 
 Stage shares are host wall times; on CUDA they are synchronized at stage boundaries
 (`set_sync(True)`) for the non-graph pipelines, so they are device times there. Graph
@@ -34,12 +35,12 @@ ORACLES = ["shipped"] + (["transformer816k", "transformer3m"] if CUDA else [])
 
 
 def _oracle(name: str):
-    from eqfast.oracle.network import DEFAULT_CONFIGS, NetworkOracle, build_network, script_module
+    from eqfast.oracle.network import (DEFAULT_CONFIGS, NetworkOracle, script_module,
+                                       speed_test_network)
     from eqfast.oracle.weights import load_default_oracle
     if name == "shipped":
         return load_default_oracle(device=DEVICE)
-    torch.manual_seed(0)
-    net = build_network(DEFAULT_CONFIGS[name]).to(DEVICE).eval()
+    net = speed_test_network(DEFAULT_CONFIGS[name]).to(DEVICE)
     return NetworkOracle(script_module(net), device=DEVICE)
 
 

@@ -40,6 +40,7 @@ import torch
 from eqfast.engine.fast import FastEngine
 from eqfast.engine.pipeline import N_DECISIONS, Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
+from eqfast.oracle.tokenizer import N_CODES
 from eqfast.utils import profiling
 
 _DOMAIN = nvtx.get_domain("eqfast")
@@ -67,8 +68,7 @@ def make_oracle(spec: str, device, eager: bool = False):
         if arch not in net.DEFAULT_CONFIGS:
             raise SystemExit(f"profile_run: --oracle {spec}: unknown architecture {arch!r} "
                              f"(choose from {', '.join(net.DEFAULT_CONFIGS)})")
-        torch.manual_seed(0)
-        network = net.build_network(net.DEFAULT_CONFIGS[arch]).to(device).eval()
+        network = net.speed_test_network(net.DEFAULT_CONFIGS[arch]).to(device)
         module = net.OracleModule(network).eval() if eager else net.script_module(network)
         params = net.count_parameters(network)
         return net.NetworkOracle(module, device=device), f"random-weight {arch} ({params:,} params)"
@@ -241,6 +241,10 @@ def format_table(summary: dict) -> str:
         ops = summary["torch_ops_per_decision"]
         parts = "  ".join(f"{k} {v:.0f}" for k, v in ops.items())
         lines.append(f"top-level torch ops per decision step {sum(ops.values()):.0f}: {parts}")
+    if "oracle_alone_s" in summary:
+        lines.append(f"oracle forward alone on the same rows {summary['oracle_alone_s']:.3f} s = "
+                     f"{100 * summary['oracle_alone_share']:.1f}% of the run's wall time "
+                     "(the run at oracle speed: 100%)")
     if "device_ops_per_decision" in summary:
         ops = summary["device_ops_per_decision"]
         parts = "  ".join(f"{k} {v:.0f}" for k, v in ops.items())
@@ -295,6 +299,30 @@ def ops_by_stage(events) -> dict[str, int]:
             parent = parent.cpu_parent
         counts[parent.name[len("eqfast/"):] if parent is not None else "(outside stages)"] += 1
     return dict(counts)
+
+
+def oracle_alone_seconds(engine, run: dict, batches: int) -> float | None:
+    """Seconds the oracle forward alone takes for the run's steps: 28 x batches forwards of
+    the run's mean oracle rows per step, on random codes (the forward's cost does not depend
+    on the values). None where it does not apply (posterior runs, non-network oracles)."""
+    module = getattr(engine.oracle, "module", None)
+    if module is None or engine.cfg.posterior is not None:
+        return None
+    steps = N_DECISIONS * batches
+    rows = max(1, round(run["oracle_rows"] / steps))
+    dev = engine.device
+    gen = torch.Generator(device=dev).manual_seed(0)
+    codes = torch.randint(0, N_CODES, (rows, 28), device=dev, generator=gen)
+    slots = torch.randint(0, 28, (rows, 7), device=dev, generator=gen)
+    with torch.no_grad():
+        for _ in range(3):                       # warm-up (TorchScript optimizes, caches)
+            module.forward_codes(codes, slots)
+        _sync(dev)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            module.forward_codes(codes, slots)
+        _sync(dev)
+    return time.perf_counter() - t0
 
 
 def count_device_ops(engine, args) -> dict[str, float]:
@@ -371,6 +399,10 @@ def parse_args(argv=None):
                         "times; serializes the pipeline)")
     p.add_argument("--torch-profiler", type=Path, metavar="OUT.json",
                    help="run the timed part under torch.profiler and write a Chrome trace")
+    p.add_argument("--oracle-alone", action="store_true",
+                   help="also time the oracle forward alone on as many rows per step as the "
+                        "run evaluated (uniform runs with a network oracle): the time the run "
+                        "would take if everything but the forward were free")
     p.add_argument("--count-ops", action="store_true",
                    help="play one more batch eagerly under DeviceOpCounter and print the device "
                         "ops (aten ops that compute + Triton launches, about one kernel each on "
@@ -415,6 +447,11 @@ def main(argv=None) -> int:
     finally:
         profiling.set_sync(False)
     summary = summarize(run)
+    if args.oracle_alone:
+        alone = oracle_alone_seconds(engine, run, args.batches)
+        if alone is not None:
+            summary["oracle_alone_s"] = alone
+            summary["oracle_alone_share"] = alone / max(run["seconds"], 1e-12)
     if args.count_ops:
         summary["device_ops_per_decision"] = count_device_ops(engine, args)
     if prof is not None:

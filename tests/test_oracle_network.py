@@ -147,3 +147,18 @@ def test_overfits_tiny_labelled_set():
 
 def test_parameter_counts_are_stated():
     assert count_parameters(build_network({"arch": "mlp", "hidden": 256, "depth": 2})) == 927772
+
+
+def test_speed_test_network_gives_possible_values():
+    """Random-weight networks for speed runs: Q inside [-42, 42] (the record checks reject
+    anything else), same cost per row as the config (same parameter count)."""
+    from eqfast.oracle.network import DEFAULT_CONFIGS, count_parameters, speed_test_network
+
+    codes = torch.randint(0, 3080, (64, 28))
+    slots = torch.randint(0, 28, (64, 7))
+    for name in ("mlp", "transformer816k"):
+        net = speed_test_network(DEFAULT_CONFIGS[name])
+        assert count_parameters(net) == count_parameters(build_network(DEFAULT_CONFIGS[name]))
+        with torch.no_grad():
+            q = net(codes, slots)
+        assert q.abs().max() < 42 and q.std() > 0

@@ -295,3 +295,18 @@ def test_profile_run_count_ops(profile_run, capsys):
     out = capsys.readouterr().out
     m = re.search(r"device ops per decision step (\d+): (.*)", out)
     assert m and int(m.group(1)) > 0 and "public" in m.group(2) and "sample" in m.group(2)
+
+
+def test_profile_run_oracle_alone(profile_run, tmp_path):
+    out_json = tmp_path / "alone.json"
+    assert profile_run.main(["--games", "2", "--n-samples", "4", "--pipeline", "fast",
+                             "--backend", "reference", "--warmup", "0", "--oracle-alone",
+                             "--oracle", "random:mlp", "--json", str(out_json)]) == 0
+    summary = json.loads(out_json.read_text())
+    assert summary["oracle_alone_s"] > 0
+    assert summary["oracle_alone_share"] == pytest.approx(summary["oracle_alone_s"] / summary["seconds"])
+    # posterior runs have no single forward per step to compare with: the figure is left out
+    assert profile_run.main(["--games", "1", "--n-samples", "2", "--pipeline", "fast",
+                             "--backend", "reference", "--warmup", "0", "--oracle-alone",
+                             "--posterior", "--oracle", "random:mlp", "--json", str(out_json)]) == 0
+    assert "oracle_alone_s" not in json.loads(out_json.read_text())

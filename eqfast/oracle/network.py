@@ -180,6 +180,19 @@ def build_network(config: dict) -> nn.Module:
     raise ValueError(f"unknown oracle architecture {arch!r} (expected 'mlp' or 'transformer')")
 
 
+def speed_test_network(config: dict, seed: int = 0) -> nn.Module:
+    """A random-weight network (eval mode) for speed measurements: it costs per row what a
+    trained one of the same config costs, and its output head is scaled by 1e-3 so that Q
+    stays well inside [-42, 42] (a plain random head gives |Q| > 42, which the engine's
+    record checks reject as impossible)."""
+    torch.manual_seed(seed)
+    network = build_network(config).eval()
+    with torch.no_grad():
+        network.head.weight.mul_(1e-3)
+        network.head.bias.zero_()
+    return network
+
+
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
