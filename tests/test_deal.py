@@ -85,3 +85,17 @@ def test_mix_seed():
     assert len(seen) == 900
     assert all(0 <= s < 2**63 for s in seen)
     assert mix_seed(1, 0) != mix_seed(1)  # a trailing zero part still changes the key
+
+
+def test_mix_seeds_equals_mix_seed_elementwise():
+    """The vectorized key derivation (the engines' per-batch keys) is mix_seed, element-wise,
+    for negative, huge and broadcast arguments."""
+    from eqfast.rules.deal import mix_seeds
+
+    rng = np.random.default_rng(5)
+    games = rng.integers(-2**63, 2**63 - 1, 50, dtype=np.int64)
+    got = mix_seeds(11, games[None, :], np.arange(28)[:, None], 2)
+    assert got.shape == (28, 50) and got.dtype == np.int64 and (got >= 0).all()
+    for d in (0, 13, 27):
+        assert got[d].tolist() == [mix_seed(11, int(g), d, 2) for g in games]
+    assert mix_seeds(3).item() == mix_seed(3)

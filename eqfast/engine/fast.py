@@ -8,16 +8,20 @@ same records with a different schedule:
 1. One decision of G games x N worlds is a static-shape, host-read-free function
    (`DecisionStep`): public -> sample -> tokenize -> oracle (TorchScript) -> [posterior] ->
    reduce -> select -> advance. No de-duplication (a data-dependent shape), checks off
-   (`host_checks_off`). Work that does not depend on the step's results is hoisted out of
-   it: the policy's Philox draws of all 28 decisions are made once per batch, and the
-   record fields (transcript tokens, current-hand order, ...) are computed once per batch
-   over the 28 x G stacked decision states (`batch_records`). Its inputs and outputs live in fixed buffers, so on CUDA the whole
-   step is captured once per shape into a CUDA graph and replayed 28 times per batch
-   (one graph per (G bucket, N); G is padded up to a power of two, so a run captures a
-   handful). `--no-graphs` (graphs=False) runs the same step eagerly.
-2. The batch's records stay on the device and go to pinned host memory in one
-   asynchronous copy per batch on a side stream; an event marks its completion.
-3. A writer thread takes finished batches (queue of one: double buffering), waits for the
+   (`host_checks_off`). Work that does not depend on a step's results is hoisted out of it:
+   the policy's Philox draws of all 28 decisions are made once per batch, and the record
+   fields (transcript tokens, current-hand order, ...) are computed once per batch over the
+   28 x G stacked decision states (`batch_records`).
+2. A batch (`play_batch`: 28 steps, then `batch_records`) is one static-shape function of
+   fixed input buffers (the games, the 28 x G keys and draws, seeds, split), so on CUDA it
+   is captured once per shape into one CUDA graph and replayed once per batch: one launch
+   for the ~28 x 100 kernels of a batch (one graph per (G bucket, N); G is padded up to a
+   power of two, so a run captures a handful). `--no-graphs` (graphs=False) runs the same
+   function eagerly.
+3. The batch's records go from the graph's output buffers to pinned host memory in one
+   asynchronous copy on a side stream; an event marks its completion, and the next replay
+   (which overwrites those buffers) waits for that event on the device, not on the host.
+4. A writer thread takes finished batches (queue of one: double buffering), waits for the
    batch's event, checks the records (`check_invariants`) and hands them to the caller's
    sink (the shard writer), while the device already runs the next batch.
 
@@ -31,17 +35,19 @@ import queue
 import threading
 from dataclasses import dataclass, fields
 
+import numpy as np
 import torch
 
 from ..data.schema import DecisionRecords, check_invariants, split_of_seed
 from ..oracle.protocol import legal_slots
 from ..rules.batched import BatchedGames
-from ..rules.deal import mix_seed
+from ..rules.deal import mix_seeds
 from ..utils.checks import host_checks_off
 from ..utils.profiling import stage
+from .games import setup_games
 from .pipeline import N_DECISIONS, STREAM_POLICY, STREAM_WORLDS, Engine, EngineConfig
 from .moments import Moments
-from .policy import N_DRAWS, Selection, policy_uniforms, select_with_uniforms
+from .policy import Selection, policy_uniforms, select_with_uniforms
 from .posterior import posterior_log_weights
 from .records import record_tensors
 from .worlds import build_oracle_batch, prefix_oracle_batch, world_tile_masks
@@ -53,18 +59,6 @@ def bucket(g: int) -> int:
     while b < g:
         b *= 2
     return b
-
-
-class _StaticBatch:
-    """Fixed input buffers of a captured step: a BatchedGames' fields, keys, seeds, split."""
-
-    def __init__(self, games: BatchedGames):
-        self.games = BatchedGames(**{f.name: getattr(games, f.name).clone()
-                                     for f in fields(BatchedGames)})
-
-    def load(self, games: BatchedGames):
-        for f in fields(BatchedGames):
-            getattr(self.games, f.name).copy_(getattr(games, f.name))
 
 
 class DecisionStep:
@@ -153,37 +147,69 @@ def batch_records(snapshots: list[BatchedGames], outputs: list[dict], seeds: tor
                           logw=out["logw"] if store_worlds else None)
 
 
-class _GraphedStep:
-    """A DecisionStep captured into a CUDA graph for one (G, N) shape, replayed per call."""
+def play_batch(step: DecisionStep, games: BatchedGames, keys_w, u_p, seeds, split,
+               store_worlds: bool) -> dict[str, torch.Tensor]:
+    """All 28 decisions of a batch, then its records: keys_w [28, G], u_p [28, G, 5], seeds
+    and split [G]. Static shapes and no host reads: capturable as one CUDA graph."""
+    snapshots, outputs = [], []
+    for d in range(N_DECISIONS):
+        snapshots.append(games)
+        out, games = step(games, keys_w[d], u_p[d])
+        outputs.append(out)
+    with torch.no_grad(), stage("record"):
+        return batch_records(snapshots, outputs, seeds, split, store_worlds)
 
-    def __init__(self, step: DecisionStep, example: BatchedGames):
-        self.static = _StaticBatch(example)
-        dev = example.device
-        G = example.batch_size
-        self.keys_w = torch.zeros(G, dtype=torch.int64, device=dev)
-        self.u_p = torch.zeros(G, N_DRAWS, dtype=torch.float64, device=dev)
-        args = (self.static.games, self.keys_w, self.u_p)
+
+@dataclass
+class _BatchInputs:
+    """Everything a batch starts from: the games at decision 0 and the batch's randomness."""
+    games: BatchedGames
+    keys_w: torch.Tensor       # [28, G] int64 world-sampling keys
+    u_p: torch.Tensor          # [28, G, 5] float64 policy draws
+    seeds: torch.Tensor        # [G] int64
+    split: torch.Tensor        # [G] int8
+
+    def map(self, fn) -> "_BatchInputs":
+        games = BatchedGames(**{f.name: fn(getattr(self.games, f.name))
+                                for f in fields(BatchedGames)})
+        return _BatchInputs(games, fn(self.keys_w), fn(self.u_p), fn(self.seeds), fn(self.split))
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [getattr(self.games, f.name) for f in fields(BatchedGames)] + \
+            [self.keys_w, self.u_p, self.seeds, self.split]
+
+
+class _GraphedBatch:
+    """`play_batch` captured into one CUDA graph for one (G, N) shape, replayed per batch.
+
+    Inputs are copied into fixed device buffers before each replay (asynchronously, from
+    pinned host memory); the returned records are the graph's output buffers, valid until
+    the next replay."""
+
+    def __init__(self, step: DecisionStep, example: _BatchInputs, device, store_worlds: bool):
+        self.inputs = example.map(lambda t: t.to(device, copy=True))
+        i = self.inputs
+        args = (step, i.games, i.keys_w, i.u_p, i.seeds, i.split, store_worlds)
         # warm up on a side stream: Triton compiles, TorchScript's profiling executor
-        # optimizes (it runs aten.equal, a sync, in its first two runs), the allocator settles
+        # optimizes (it runs aten.equal, a sync, in its first two runs: 28 calls per batch
+        # are plenty), the allocator settles
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            for _ in range(3):
-                step(*args)
+            play_batch(*args)
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
-            self.out, self.out_games = step(*args)
+            self.records = play_batch(*args)
 
-    def __call__(self, games, keys_w, u_p):
-        self.static.load(games)
-        self.keys_w.copy_(keys_w, non_blocking=True)
-        self.u_p.copy_(u_p, non_blocking=True)
-        # the stages inside a captured graph emit their NVTX ranges only at capture time, so
-        # the replay gets its own range (Nsight shows the graph's kernels under it)
+    def __call__(self, inputs: _BatchInputs) -> dict:
+        for dst, src in zip(self.inputs.tensors(), inputs.tensors()):
+            dst.copy_(src, non_blocking=True)
+        # stages inside a captured graph emit their NVTX ranges only at capture time, so the
+        # replay gets its own range (Nsight shows the batch's kernels under it)
         with stage("replay"):
             self.graph.replay()
-        return self.out, self.out_games
+        return self.records
 
 
 @dataclass
@@ -213,6 +239,7 @@ class FastEngine(Engine):
         self.step = DecisionStep(self._oracle_fn(oracle), cfg, self.backend, codes_fn)
         self._graphs: dict = {}
         self._copy_stream = torch.cuda.Stream() if self.device.type == "cuda" else None
+        self._last_copy = None     # event of the last records copy out of a graph's buffers
 
     @staticmethod
     def _oracle_fn(oracle):
@@ -222,9 +249,17 @@ class FastEngine(Engine):
         return lambda b: oracle.query(b)[0]
 
     # ------------------------------------------------------------------ device side
-    def _keys_all(self, seeds, stream):
-        return torch.tensor([[mix_seed(self.cfg.seed, s, d, stream) for s in seeds]
-                             for d in range(N_DECISIONS)], dtype=torch.int64)
+    def batch_inputs(self, seeds: list[int]) -> _BatchInputs:
+        """A batch's inputs, built on the host only (no device work, so it overlaps the
+        device's work on the previous batch); pinned when the device is CUDA."""
+        games = BatchedGames.new(*setup_games(seeds, self.cfg.decl_mode), device="cpu")
+        decisions = np.arange(N_DECISIONS)[:, None]
+        keys = lambda stream: torch.from_numpy(mix_seeds(self.cfg.seed, np.asarray(seeds)[None, :],
+                                                         decisions, stream))
+        seed_t = torch.tensor(seeds, dtype=torch.int64)
+        inputs = _BatchInputs(games, keys(STREAM_WORLDS), policy_uniforms(keys(STREAM_POLICY)),
+                              seed_t, split_of_seed(seed_t))
+        return inputs.map(torch.Tensor.pin_memory) if self.device.type == "cuda" else inputs
 
     def run_batch(self, seeds) -> _Finished:
         """Play all decisions of `seeds` on the device; records start their way to the host."""
@@ -232,42 +267,34 @@ class FastEngine(Engine):
         G_real = len(seeds)
         G = bucket(G_real) if self.graphs else G_real
         padded = seeds + [seeds[-1]] * (G - G_real)       # padding games replay the last one
-        dev = self.device
-        games = self.new_games(padded)
-        keys_w = self._keys_all(padded, STREAM_WORLDS).to(dev)
-        # the policy's Philox draws for all 28 decisions in one pass, outside the step
-        u_p = policy_uniforms(self._keys_all(padded, STREAM_POLICY).to(dev))   # [28, G, 5]
-        step = self._graph_for(games) if self.graphs else self.step
-        snapshots, outputs = [], []
-        for d in range(N_DECISIONS):
-            snapshots.append(games)
-            out, games = step(games, keys_w[d], u_p[d])
-            if self.graphs:
-                # a replay overwrites its output buffers: keep copies (device to device)
-                out = {k: v.clone() for k, v in out.items()}
-                games = BatchedGames(**{f.name: getattr(games, f.name).clone()
-                                        for f in fields(BatchedGames)})
-            outputs.append(out)
+        inputs = self.batch_inputs(padded)
+        if self.graphs:
+            graph = self._graph_for(inputs)
+            if self._last_copy is not None:
+                # the replay overwrites the buffers the last batch's records are copied from
+                torch.cuda.current_stream().wait_event(self._last_copy)
+            records = graph(inputs)
+        else:
+            i = inputs.map(lambda t: t.to(self.device, non_blocking=True))
+            records = play_batch(self.step, i.games, i.keys_w, i.u_p, i.seeds, i.split,
+                                 self.cfg.store_worlds)
         self.world_rows += G_real * self.cfg.n_samples * N_DECISIONS
         window = self.cfg.posterior.window_k if self.cfg.posterior is not None else 0
         self.oracle_rows += G * self.cfg.n_samples * (1 + window) * N_DECISIONS
-        real = lambda t: t[:G_real]                       # drop the padding games
-        with torch.no_grad(), stage("record"):
-            records = batch_records(
-                [BatchedGames(**{f.name: real(getattr(s, f.name)) for f in fields(BatchedGames)})
-                 for s in snapshots],
-                [{k: real(v) for k, v in o.items()} for o in outputs],
-                torch.tensor(seeds, dtype=torch.int64, device=dev),
-                split_of_seed(torch.tensor(seeds)).to(dev), self.cfg.store_worlds)
-        return self._to_host(records, seeds)
+        # records are ordered by (game, decision): the real games' rows come first
+        real = {k: v[:G_real * N_DECISIONS] for k, v in records.items()}
+        return self._to_host(real, seeds)
 
-    def _graph_for(self, games: BatchedGames):
-        key = (games.batch_size, self.cfg.n_samples)
+    def _graph_for(self, inputs: _BatchInputs) -> _GraphedBatch:
+        key = (inputs.games.batch_size, self.cfg.n_samples)
         if key not in self._graphs:
-            self._graphs[key] = _GraphedStep(self.step, games)
+            self._graphs[key] = _GraphedBatch(self.step, inputs, self.device,
+                                              self.cfg.store_worlds)
         return self._graphs[key]
 
     def _to_host(self, stacked: dict, seeds) -> _Finished:
+        """One asynchronous copy of the batch's record fields into pinned host memory, on
+        the side stream after the compute stream's work; an event marks its end."""
         if self.device.type != "cuda":
             return _Finished({k: v.contiguous() for k, v in stacked.items()}, None, seeds)
         copy = self._copy_stream
@@ -281,6 +308,7 @@ class FastEngine(Engine):
                 host[k] = buf
             event = torch.cuda.Event()
             event.record(copy)
+        self._last_copy = event
         return _Finished(host, event, seeds)
 
     # ------------------------------------------------------------------ host side

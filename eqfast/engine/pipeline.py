@@ -37,11 +37,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
 import torch
 
 from ..oracle.protocol import Oracle, OracleBatch
 from ..rules.batched import BatchedGames
-from ..rules.deal import mix_seed
+from ..rules.deal import mix_seeds
 from ..utils.profiling import stage
 from .games import setup_games
 from .moments import Moments
@@ -170,8 +171,8 @@ class Engine:
 
     # ------------------------------------------------------------------ one decision
     def _keys(self, seeds, decision: int, stream: int) -> torch.Tensor:
-        return torch.tensor([mix_seed(self.cfg.seed, s, decision, stream) for s in seeds],
-                            dtype=torch.int64, device=self.device)
+        keys = mix_seeds(self.cfg.seed, np.asarray(seeds, dtype=np.int64), decision, stream)
+        return torch.from_numpy(keys).to(self.device)
 
     def decide(self, games: BatchedGames, seeds, decision: int, game_idx):
         """Records of one decision of every game, and the slot each actor plays.

@@ -42,6 +42,22 @@ def deal_from_seed(seed: int) -> np.ndarray:
     return np.sort(hands, axis=1)
 
 
+def mix_seeds(*parts) -> np.ndarray:
+    """`mix_seed` element-wise over integer arrays (broadcast against each other), as int64:
+    the same 63-bit values, computed in numpy uint64 arithmetic (which wraps mod 2**64)."""
+    arrays = np.broadcast_arrays(*[np.asarray(p, dtype=np.int64) for p in parts])
+    state = np.full(arrays[0].shape, 0x243F6A8885A308D3, np.uint64)
+    golden, c1, c2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), \
+        np.uint64(0x94D049BB133111EB)
+    with np.errstate(over="ignore"):
+        for p in arrays:
+            z = (state ^ p.astype(np.uint64)) + golden          # splitmix64's state step
+            z = (z ^ (z >> np.uint64(30))) * c1
+            z = (z ^ (z >> np.uint64(27))) * c2
+            state = z ^ (z >> np.uint64(31))                    # its output: the next state
+    return (state & np.uint64((1 << 63) - 1)).astype(np.int64)
+
+
 def mix_seed(*parts: int) -> int:
     """Hash integers into one 63-bit seed (SplitMix64 chain); used to derive stream keys."""
     state = 0x243F6A8885A308D3
