@@ -134,12 +134,13 @@ def test_graphs_on_equals_graphs_off_equals_reference_on_cuda(posterior):
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_graphed_double_buffered_run_on_cuda_equals_reference():
-    """Several batches through run(): graph reuse across batches (and a smaller last batch
-    padded to its bucket), pinned copies on the side stream and the event, a slow writer."""
+    """Several batches through run(): graph reuse across batches (a smaller batch padded to
+    its bucket), a second shape captured while the slow writer still waits on the previous
+    batch's copy event, pinned copies on the side stream."""
     cfg = EngineConfig(n_samples=32, seed=9)
     oracle = _network_oracle("cuda")
     engine = FastEngine(oracle, cfg, backend="triton", device="cuda", graphs=True)
-    batches = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]
+    batches = [[0, 1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11, 12], [13, 14, 15]]   # buckets 8, 16, 8
     got = []
 
     def slow_sink(seeds, records):

@@ -199,7 +199,9 @@ class _GraphedBatch:
             play_batch(*args)
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        # thread_local: a new shape can be captured mid-run while the writer thread waits on
+        # the previous batch's copy event, a CUDA call the default ("global") mode forbids
+        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             self.records = play_batch(*args)
 
     def __call__(self, inputs: _BatchInputs) -> dict:
