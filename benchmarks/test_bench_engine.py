@@ -3,7 +3,7 @@ per stage (NVTX stage names), uniform and posterior-weighted, per pipeline and o
 
 Pipelines: "reference" (eqfast.engine.pipeline.Engine: de-duplicated oracle rows), "fast"
 (eqfast.engine.fast.FastEngine without graphs) and, on CUDA, "graphs" (FastEngine with one
-CUDA graph per decision step). Backend auto: triton on CUDA, reference on the CPU.
+CUDA graph per batch of 28 decision steps). Backend auto: triton on CUDA, reference on the CPU.
 
 Oracles: the shipped default (eqfast/models/default.safetensors, TorchScript) and, on CUDA
 only (on the CPU they run at ~1K rows/s), transformers of the spec's 816K and 3.3M sizes

@@ -57,7 +57,7 @@ def test_decision_step_never_synchronizes(backend):
     games = engine.new_games([1, 2, 3])
     keys = torch.tensor([mix_seed(0, s, 0, 1) for s in (1, 2, 3)])
     u_p = policy_uniforms(keys + 1)
-    for _ in range(3):   # warm-up, as _GraphedStep does: TorchScript optimizes in its first runs
+    for _ in range(3):   # warm-up, as before capture: TorchScript optimizes in its first runs
         engine.step(games, keys, u_p)
     for _ in range(6):   # a few decisions, into the second trick
         with forbid_host_sync():
