@@ -237,18 +237,16 @@ def format_table(summary: dict) -> str:
     lines.append(f"oracle share of wall time {100 * summary['oracle_share']:.1f}%   "
                  f"oracle rows {summary['oracle_rows']:,} for {summary['world_rows']:,} world rows "
                  "drawn")
-    if "torch_ops_per_decision" in summary:
-        ops = summary["torch_ops_per_decision"]
-        parts = "  ".join(f"{k} {v:.0f}" for k, v in ops.items())
-        lines.append(f"top-level torch ops per decision step {sum(ops.values()):.0f}: {parts}")
+    for key, label in (("torch_ops_per_decision", "top-level torch ops per decision step"),
+                       ("device_ops_per_decision", "device ops per decision step")):
+        if key in summary:
+            ops = summary[key]
+            parts = "  ".join(f"{k} {v:.0f}" for k, v in ops.items())
+            lines.append(f"{label} {sum(ops.values()):.0f}: {parts}")
     if "oracle_alone_s" in summary:
         lines.append(f"oracle forward alone on the same rows {summary['oracle_alone_s']:.3f} s = "
                      f"{100 * summary['oracle_alone_share']:.1f}% of the run's wall time "
                      "(the run at oracle speed: 100%)")
-    if "device_ops_per_decision" in summary:
-        ops = summary["device_ops_per_decision"]
-        parts = "  ".join(f"{k} {v:.0f}" for k, v in ops.items())
-        lines.append(f"device ops per decision step {sum(ops.values()):.0f}: {parts}")
     if "device_share" in summary:
         ds = summary["device_share"]
         parts = "  ".join(f"{k} {100 * v:.1f}%" for k, v in ds["by_stage"].items()) or \
