@@ -9,6 +9,7 @@ order of one decision step:
               completion_counts (sampling.py)          eqfast.engine.sampling.completion_counts
     sample    sample_worlds (sampling.py)              eqfast.engine.sampling.sample_worlds
     tokenize  tokenize_worlds (tokenize.py)            eqfast.engine.tokens.tokenize_worlds
+    posterior posterior_log_weights (posterior.py)     eqfast.engine.posterior.posterior_log_weights
     reduce    weighted_moments (moments.py)            eqfast.engine.moments.weighted_moments
     advance   play (advance.py)                        eqfast.rules.batched.BatchedGames.play
 
@@ -17,10 +18,11 @@ float64 to a stated tolerance (tests/test_kernel_*.py). This folder is installed
 `eqfast.kernels` (setup.py `package_dir`).
 """
 from .moments import weighted_moments
+from .posterior import posterior_log_weights
 from .advance import play
 from .public import hidden_info
 from .sampling import completion_counts, sample_worlds
 from .tokenize import tokenize_worlds
 
 __all__ = ["hidden_info", "completion_counts", "sample_worlds", "tokenize_worlds",
-           "weighted_moments", "play"]
+           "posterior_log_weights", "weighted_moments", "play"]

@@ -48,7 +48,6 @@ from .games import setup_games
 from .pipeline import N_DECISIONS, STREAM_POLICY, STREAM_WORLDS, Engine, EngineConfig
 from .moments import Moments
 from .policy import Selection, policy_uniforms, select_with_uniforms
-from .posterior import posterior_log_weights
 from .records import record_tensors
 from .worlds import build_oracle_batch, prefix_oracle_batch, world_tile_masks
 
@@ -108,9 +107,9 @@ class DecisionStep:
                     q_past = self.oracle_fn(prefix.batch).float().view(G, N, K, 7)
                 with stage("posterior"):
                     legal_past = legal_slots(prefix.batch).view(G, N, K, 7)
-                    logw, _ = posterior_log_weights(q_past, legal_past, prefix.observed_slot,
-                                                    prefix.valid, cfg.posterior,
-                                                    world_valid=sample.valid)
+                    logw, _ = self.backend.posterior_log_weights(
+                        q_past, legal_past, prefix.observed_slot, prefix.valid, cfg.posterior,
+                        world_valid=sample.valid)
             with stage("reduce"):
                 mom = self.backend.weighted_moments(q, legal, logw)
             with stage("select"):

@@ -8,16 +8,16 @@ One step for the G games in flight (every game has 28 decisions, so they stay al
     tokenize backend.tokenize_worlds                network oracles: codes straight from
       or worlds  build_oracle_batch                 the worlds; other oracles: OracleBatch
     oracle   on the UNIQUE worlds only              Q [G, N, 7] actor frame
-    posterior (optional) prefix_oracle_batch + oracle + posterior_log_weights
+    posterior (optional) prefix_oracle_batch + oracle + backend.posterior_log_weights
     reduce   backend.weighted_moments               E[Q], Var[Q], ESS, u_mean/u_max
     select   select_actions                         exploration policy
     record   records_from_step                      schema 2.1 rows (CPU)
     advance  backend.play                           the chosen moves
 
 The backend ("reference" pure PyTorch, "triton" eqfast.kernels) supplies hidden_info,
-completion_counts, sample_worlds, tokenize_worlds, weighted_moments and play (the rules'
-transition, `BatchedGames.play`) with identical signatures. `fast.py` runs the same
-stages with static shapes for CUDA graphs.
+completion_counts, sample_worlds, tokenize_worlds, posterior_log_weights, weighted_moments
+and play (the rules' transition, `BatchedGames.play`) with identical signatures. `fast.py`
+runs the same stages with static shapes for CUDA graphs.
 
 Never the same oracle row twice: within one game a world is identified by its rank
 (`sampling.world_ranks`), and the current position and every window position of a world
@@ -47,7 +47,7 @@ from ..utils.profiling import stage
 from .games import setup_games
 from .moments import Moments
 from .policy import ExplorationConfig, select_actions
-from .posterior import PosteriorConfig, posterior_log_weights
+from .posterior import PosteriorConfig
 from .records import records_from_step
 from .sampling import world_ranks
 from .worlds import build_oracle_batch, prefix_oracle_batch, world_tile_masks
@@ -91,6 +91,7 @@ class Backend:
     tokenize_worlds: Callable
     weighted_moments: Callable
     play: Callable
+    posterior_log_weights: Callable
 
 
 def make_backend(name: str = "reference", device="cpu") -> Backend:
@@ -100,6 +101,7 @@ def make_backend(name: str = "reference", device="cpu") -> Backend:
         name = "triton" if device.type == "cuda" else "reference"
     if name == "reference":
         from .moments import weighted_moments
+        from .posterior import posterior_log_weights
         from .public import hidden_info
         from .sampling import completion_counts, sample_worlds
         from .tokens import tokenize_worlds_split as tokenize_worlds
@@ -109,12 +111,12 @@ def make_backend(name: str = "reference", device="cpu") -> Backend:
             # Triton kernels run on the CPU only under its interpreter (slow: for tests and
             # debugging). The variable is read when kernels are defined, i.e. on import.
             os.environ.setdefault("TRITON_INTERPRET", "1")
-        from ..kernels import (completion_counts, hidden_info, play, sample_worlds,
-                               tokenize_worlds, weighted_moments)
+        from ..kernels import (completion_counts, hidden_info, play, posterior_log_weights,
+                               sample_worlds, tokenize_worlds, weighted_moments)
     else:
         raise ValueError(f"unknown backend {name!r} (choose reference, triton or auto)")
     return Backend(name, hidden_info, completion_counts, sample_worlds, tokenize_worlds,
-                   weighted_moments, play)
+                   weighted_moments, play, posterior_log_weights)
 
 
 def _chunked_query(oracle: Oracle, batch: OracleBatch, chunk: int):
@@ -321,9 +323,9 @@ class Engine:
         with stage("posterior"):
             q_past = q_u[inverse].view(G, n, K, 7)
             legal_past = l_u[inverse].view(G, n, K, 7)
-            logw, diag = posterior_log_weights(q_past, legal_past, prefix.observed_slot,
-                                               prefix.valid, cfg.posterior,
-                                               world_valid=sample.valid)
+            logw, diag = self.backend.posterior_log_weights(
+                q_past, legal_past, prefix.observed_slot, prefix.valid, cfg.posterior,
+                world_valid=sample.valid)
         return logw
 
 
