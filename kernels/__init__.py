@@ -9,6 +9,7 @@ order of one decision step:
               completion_counts (sampling.py)          eqfast.engine.sampling.completion_counts
     sample    sample_worlds (sampling.py)              eqfast.engine.sampling.sample_worlds
     tokenize  tokenize_worlds (tokenize.py)            eqfast.engine.tokens.tokenize_worlds
+              tokenize_prefix_worlds (tokenize.py)     eqfast.engine.tokens.tokenize_prefix_worlds
     posterior posterior_log_weights (posterior.py)     eqfast.engine.posterior.posterior_log_weights
     reduce    weighted_moments (moments.py)            eqfast.engine.moments.weighted_moments
     advance   play (advance.py)                        eqfast.rules.batched.BatchedGames.play
@@ -22,7 +23,8 @@ from .posterior import posterior_log_weights
 from .advance import play
 from .public import hidden_info
 from .sampling import completion_counts, sample_worlds
-from .tokenize import tokenize_worlds
+from .tokenize import tokenize_prefix_worlds, tokenize_worlds
 
 __all__ = ["hidden_info", "completion_counts", "sample_worlds", "tokenize_worlds",
+           "tokenize_prefix_worlds",
            "posterior_log_weights", "weighted_moments", "play"]

@@ -46,9 +46,10 @@ import triton.language as tl
 
 from eqfast.engine.public import MAX_POOL, HiddenInfo
 from eqfast.engine.sampling import WorldSample
+from eqfast.engine.tokens import PrefixTokens
 from eqfast.oracle.tokenizer import N_STATUS, STATUS_GONE
 from eqfast.rules.batched import BatchedGames
-from eqfast.rules.tables import HAND_SIZE, N_SEATS, N_TILES
+from eqfast.rules.tables import HAND_SIZE, N_SEATS, N_SUITS, N_TILES, torch_tables
 
 from .public import _hand_tiles, _played_tiles
 
@@ -225,3 +226,167 @@ def tokenize_worlds(games: BatchedGames, info: HiddenInfo,
     if owner.device != info.device:
         raise ValueError(f"sample.owner is on {owner.device} but info on {info.device}")
     return _tokenize_worlds(games, info, owner)
+
+
+# ---------------------------------------------------------------------- the posterior's rows
+
+@triton.jit
+def _tokenize_prefix_kernel(
+    tiles_ptr, seats_ptr, n_plays_ptr, leader_ptr, decl_ptr, hands_ptr, remaining_ptr,
+    actor_ptr, info_pool_ptr, info_seats_ptr, owner_ptr, led_suit_ptr, follows_ptr,
+    codes_ptr, slots_ptr, legal_ptr, observed_ptr, valid_ptr,
+    N, K, n_blocks,
+    N_TILES: tl.constexpr, N_SEATS: tl.constexpr, HAND_SIZE: tl.constexpr,
+    MAX_POOL: tl.constexpr, N_STATUS: tl.constexpr, STATUS_GONE: tl.constexpr,
+    N_SUITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr,
+):
+    """Program (g, k, block of worlds): the position before play j = n_plays - K + k of
+    game g, seen by that play's actor, in each world of the block (see the wrapper)."""
+    i_pid = tl.program_id(0)
+    i_gk = i_pid // n_blocks
+    i_g = (i_gk // K).to(tl.int64)
+    i_k = i_gk % K
+    i_b = i_pid % n_blocks
+    o_n = i_b.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+    m_n = o_n < N
+    o_t = tl.arange(0, BLOCK_T)                              # tile id
+    m_t = o_t < N_TILES
+    o_m = tl.arange(0, BLOCK_T)                              # transcript position
+    m_m = o_m < N_TILES
+
+    # --- the step, from the transcript (world-independent)
+    b_n_plays = tl.load(n_plays_ptr + i_g)
+    b_step = b_n_plays - K + i_k
+    b_valid = b_step >= 0
+    b_j = tl.maximum(b_step, 0)
+    b_start = b_j - b_j % N_SEATS                             # the step's trick starts here
+    b_tr_tile = tl.load(tiles_ptr + i_g * N_TILES + o_m, mask=m_m, other=-1)
+    b_tr_seat = tl.load(seats_ptr + i_g * N_TILES + o_m, mask=m_m, other=-1)
+    b_first = tl.where(b_n_plays > 0, tl.load(seats_ptr + i_g * N_TILES),
+                       tl.load(leader_ptr + i_g))
+    b_actor = tl.where(b_valid, tl.sum(tl.where(o_m == b_j, b_tr_seat, 0), axis=0), b_first)
+    b_observed = tl.where(b_valid, tl.sum(tl.where(o_m == b_j, b_tr_tile, 0), axis=0), -1)
+    b_decl = tl.load(decl_ptr + i_g)
+
+    # per tile: played before j (and where in the step's trick), public holder
+    m_hit = (b_tr_tile[:, None] == o_t[None, :]) & (b_tr_tile >= 0)[:, None]   # [m, t]
+    b_before = tl.max((m_hit & (o_m < b_j)[:, None]).to(tl.int32), axis=0) != 0
+    m_in_trick = m_hit & (o_m >= b_start)[:, None] & (o_m < b_step)[:, None]
+    b_in_trick = tl.max(m_in_trick.to(tl.int32), axis=0) != 0
+    b_trick_pos = tl.sum(tl.where(m_in_trick, (o_m - b_start)[:, None], 0), axis=0)
+    b_k = tl.sum(((o_m >= b_start) & (o_m < b_step) & (b_tr_tile >= 0)).to(tl.int32), axis=0)
+    b_played_by = tl.sum(tl.where(m_hit, b_tr_seat[:, None] + 1, 0), axis=0) - 1  # -1: unplayed
+    b_lead = tl.sum(tl.where(o_m == b_start, b_tr_tile, 0), axis=0)
+    b_lead = tl.where(b_k > 0, b_lead, -1)
+
+    # the current actor's own tiles are public to it; pool tiles are held per world
+    b_now = tl.load(actor_ptr + i_g)
+    o_j = tl.arange(0, 8)
+    m_j = o_j < HAND_SIZE
+    b_hand = tl.load(hands_ptr + (i_g * N_SEATS + b_now) * HAND_SIZE + o_j, mask=m_j, other=-1)
+    b_rem = tl.load(remaining_ptr + i_g * N_SEATS + b_now)
+    b_mine_now = (((b_rem >> o_j) & 1) != 0) & m_j & (b_hand >= 0)
+    b_own = tl.max(((b_hand[:, None] == o_t[None, :]) & b_mine_now[:, None]).to(tl.int32),
+                   axis=0) != 0
+    b_public = tl.where(b_played_by >= 0, b_played_by, tl.where(b_own, b_now, -1))
+    o_i = tl.arange(0, BLOCK_T)
+    b_pool = tl.load(info_pool_ptr + i_g * MAX_POOL + o_i, mask=o_i < MAX_POOL, other=-1)
+    m_at = (b_pool[:, None] == o_t[None, :]) & (b_pool >= 0)[:, None]
+    b_pool_idx = tl.sum(tl.where(m_at, o_i[:, None], 0), axis=0)
+    b_in_pool = tl.max(m_at.to(tl.int32), axis=0) != 0
+    b_seat0 = tl.load(info_seats_ptr + i_g * 3 + 0)
+    b_seat1 = tl.load(info_seats_ptr + i_g * 3 + 1)
+    b_seat2 = tl.load(info_seats_ptr + i_g * 3 + 2)
+
+    # --- per world: who holds each tile initially, then the codes
+    m_pool = m_n[:, None] & (b_in_pool & m_t)[None, :]
+    b_owner = tl.load(owner_ptr + (i_g * N + o_n)[:, None] * MAX_POOL + b_pool_idx[None, :],
+                      mask=m_pool, other=-1).to(tl.int32)
+    b_hidden_seat = tl.where(b_owner == 0, b_seat0,
+                             tl.where(b_owner == 1, b_seat1, tl.where(b_owner == 2, b_seat2, -1)))
+    b_holder = tl.where((b_public >= 0)[None, :], b_public[None, :], b_hidden_seat)  # [n, t]
+    b_rel = ((b_holder - b_actor) % N_SEATS + N_SEATS) % N_SEATS
+    b_status = tl.where(b_holder >= 0, b_rel, STATUS_GONE)
+    b_status = tl.where(b_before[None, :], STATUS_GONE, b_status)
+    b_trick_status = 4 + b_k * (b_k - 1) // 2 + b_trick_pos
+    b_status = tl.where(b_in_trick[None, :], b_trick_status[None, :], b_status)
+    b_codes = (b_decl * N_TILES + o_t[None, :]) * N_STATUS + b_status
+    o_row = (i_g * N + o_n) * K + i_k                                   # output row
+    m_nt = m_n[:, None] & m_t[None, :]
+    tl.store(codes_ptr + o_row[:, None] * N_TILES + o_t[None, :], b_codes, mask=m_nt)
+
+    # --- the step's actor: its initial hand (slots), legal slots, the observed slot
+    m_mine = (b_holder == b_actor) & m_t[None, :]
+    b_mine = m_mine.to(tl.int32)
+    b_rank = tl.cumsum(b_mine, axis=1) - b_mine                         # slot of each tile
+    b_count = tl.sum(b_mine, axis=1)
+    b_led = tl.load(led_suit_ptr + b_decl * N_TILES + tl.maximum(b_lead, 0))
+    b_follows = tl.load(follows_ptr + (b_decl * N_SUITS + b_led) * N_TILES + o_t, mask=m_t,
+                        other=0) != 0
+    m_in_hand = m_mine & ~b_before[None, :]
+    m_follow = m_in_hand & b_follows[None, :] & (b_lead >= 0)
+    b_any = tl.max(m_follow.to(tl.int32), axis=1) != 0
+    m_legal = tl.where(b_any[:, None], m_follow, m_in_hand)
+    m_slot = m_mine & m_n[:, None] & (b_rank < HAND_SIZE)
+    p_slot = o_row[:, None] * HAND_SIZE + b_rank
+    tl.store(slots_ptr + p_slot, o_t[None, :].to(tl.int64) + tl.zeros([BLOCK_N, BLOCK_T], tl.int64),
+             mask=m_slot)
+    tl.store(legal_ptr + p_slot, m_legal.to(tl.int8), mask=m_slot)
+    o_s = tl.arange(0, 8)
+    m_pad = m_n[:, None] & (o_s[None, :] >= b_count[:, None]) & (o_s < HAND_SIZE)[None, :]
+    p_pad = o_row[:, None] * HAND_SIZE + o_s[None, :]
+    tl.store(slots_ptr + p_pad, tl.zeros([BLOCK_N, 8], tl.int64), mask=m_pad)
+    tl.store(legal_ptr + p_pad, tl.zeros([BLOCK_N, 8], tl.int8), mask=m_pad)
+
+    m_obs = m_mine & (o_t[None, :] == b_observed)
+    b_found = tl.max(m_obs.to(tl.int32), axis=1) != 0
+    b_obs_slot = tl.sum(tl.where(m_obs, b_rank, 0), axis=1)
+    tl.store(observed_ptr + (i_g * N + o_n) * K + i_k,
+             tl.where(b_found & b_valid, b_obs_slot, -1).to(tl.int64), mask=m_n)
+    tl.store(valid_ptr + i_g * K + i_k, b_valid.to(tl.int8), mask=i_b == 0)
+
+
+def _empty_prefix(G: int, N: int, K: int, device) -> PrefixTokens:
+    # one allocation point, so the tests can poison what the kernel must overwrite
+    rows = G * N * K
+    return PrefixTokens(torch.empty(rows, N_TILES, dtype=torch.int64, device=device),
+                        torch.empty(rows, HAND_SIZE, dtype=torch.int64, device=device),
+                        torch.empty(rows, HAND_SIZE, dtype=torch.bool, device=device),
+                        torch.empty(G, N, K, dtype=torch.int64, device=device),
+                        torch.empty(G, K, dtype=torch.bool, device=device))
+
+
+def tokenize_prefix_worlds(games: BatchedGames, info: HiddenInfo, sample: WorldSample,
+                           window: int) -> PrefixTokens:
+    """`eqfast.engine.tokens.tokenize_prefix_worlds`, bit for bit, in one kernel: program
+    (decision g, window step k, block of worlds) builds the position before play
+    j = n_plays - K + k in every world of the block: each tile's initial holder (the seat
+    that played it, the current actor for its own tiles, the sampled owner for pool tiles),
+    its status seen by the step's actor (gone if played before j, its place in the step's
+    trick, else the holder's seat relative to the actor), that actor's sorted initial hand
+    (its slots), its legal slots (follow the led suit when it can) and the slot of the tile
+    it played."""
+    if window < 1:
+        raise ValueError(f"window (K) must be >= 1, got {window}")
+    owner = sample.owner
+    G, N = owner.shape[:2]
+    K = window
+    out = _empty_prefix(G, N, K, owner.device)
+    if G * N == 0:
+        return out
+    T = torch_tables(games.device)
+    block, warps = _launch_config(N)
+    n_blocks = triton.cdiv(N, block)
+    _tokenize_prefix_kernel[(G * K * n_blocks,)](
+        games.tiles.contiguous(), games.seats.contiguous(), games.n_plays.contiguous(),
+        games.leader.contiguous(), games.decl.contiguous(), games.hands.contiguous(),
+        games.remaining.contiguous(), info.actor.contiguous(), info.pool.contiguous(),
+        info.seats.contiguous(), owner.contiguous(), T["LED_SUIT"], T["FOLLOWS"],
+        out.codes, out.slot_tiles, out.legal.view(torch.int8), out.observed_slot,
+        out.valid.view(torch.int8),
+        N, K, n_blocks,
+        N_TILES=N_TILES, N_SEATS=N_SEATS, HAND_SIZE=HAND_SIZE, MAX_POOL=MAX_POOL,
+        N_STATUS=N_STATUS, STATUS_GONE=STATUS_GONE, N_SUITS=N_SUITS, BLOCK_N=block,
+        BLOCK_T=BLOCK_T, num_warps=warps,
+    )
+    return out

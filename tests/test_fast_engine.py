@@ -47,6 +47,25 @@ def test_fast_engine_equals_reference_on_cpu(posterior, store_worlds):
 
 
 @pytest.mark.parametrize("backend", ["reference", pytest.param("triton", marks=pytest.mark.interpreter)])
+def test_fast_engine_with_a_network_oracle_and_posterior_equals_reference(backend):
+    """The network path of the fast step: worlds and the posterior's last-K-plays rows
+    tokenized by the backend (tokenize_worlds, tokenize_prefix_worlds) and fed to the
+    network's forward_codes. Against the reference engine (OracleBatch rows, de-duplicated):
+    identical actions, transcripts and counts; float fields within float32 noise (the
+    forward runs on differently composed batches)."""
+    cfg = EngineConfig(n_samples=12, posterior=PosteriorConfig(window_k=5), seed=4)
+    oracle = _network_oracle()
+    ref = Engine(oracle, cfg).play([6, 7])
+    fast = FastEngine(oracle, cfg, backend=backend, graphs=False).play([6, 7])
+    for name in FIELDS:
+        if ref[name].is_floating_point():
+            torch.testing.assert_close(fast[name], ref[name], rtol=1e-4, atol=1e-4,
+                                       equal_nan=True, msg=name)
+        else:
+            assert torch.equal(ref[name], fast[name]), name
+
+
+@pytest.mark.parametrize("backend", ["reference", pytest.param("triton", marks=pytest.mark.interpreter)])
 def test_decision_step_never_synchronizes(backend):
     """Capture-readiness on the CPU: after a warm-up (as before capture), whole steps run with
     every device synchronization turned into an error: Python-level reads of tensor values

@@ -145,3 +145,38 @@ def test_no_decisions():
     for codes, slots in (reference_tokenize_worlds(games, info, sample),
                          eqfast.kernels.tokenize_worlds(games, info, sample)):
         assert codes.shape == (0, 28) and slots.shape == (0, 7) and codes.dtype == torch.int64
+
+
+# ------------------------------------------------------------ the posterior's prefix rows
+
+@pytest.mark.parametrize("hand_size,window", [(7, 8), (7, 1), (4, 5), (2, 8), (1, 3)])
+def test_prefix_kernel_equals_reference(hand_size, window, monkeypatch):
+    """Every field of `tokenize_prefix_worlds` (codes, slot tiles, legal slots, observed
+    slot, step validity), bit for bit, poisoned: window steps before the transcript's start,
+    steps in every trick position, late hands, shortened deals, all declarations."""
+    from eqfast.engine.tokens import tokenize_prefix_worlds as reference_prefix
+
+    allocate = kernel_module._empty_prefix
+
+    def allocate_poisoned(*a):   # -1 where no output is negative, 0x55 for observed slots
+        out = allocate(*a)
+        return type(out)(*(poison(t, 0x55 if name == "observed_slot" else None)
+                           for name, t in zip(out._fields, out)))
+    monkeypatch.setattr(kernel_module, "_empty_prefix", allocate_poisoned)
+    games = random_games(20, 900 + 10 * hand_size + window, plays=(0, 27),
+                         hand_size=hand_size, decl=torch.arange(20) % 10)
+    info, sample = sample_for(games, 6, key_seed=window)
+    want = reference_prefix(games, info, sample, window)
+    got = eqfast.kernels.tokenize_prefix_worlds(to_device(games), to_device(info),
+                                                to_device(sample), window)
+    for name in want._fields:
+        assert_identical(name, getattr(want, name), getattr(got, name))
+    assert not want.valid.all() and want.valid.any()
+    assert (want.observed_slot >= 0).any()
+
+
+def test_prefix_kernel_rejects_a_bad_window():
+    games = random_games(2, 3, plays=(4, 4))
+    info, sample = sample_for(games, 2)
+    with pytest.raises(ValueError, match="window"):
+        eqfast.kernels.tokenize_prefix_worlds(games, info, sample, 0)

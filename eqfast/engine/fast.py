@@ -6,8 +6,9 @@ device, which on a GPU leaves the oracle idle between launches. `FastEngine` pro
 same records with a different schedule:
 
 1. One decision of G games x N worlds is a static-shape, host-read-free function
-   (`DecisionStep`): public -> sample -> tokenize -> oracle (TorchScript) -> [posterior] ->
-   reduce -> select -> advance. No de-duplication (a data-dependent shape), checks off
+   (`DecisionStep`): public -> sample -> tokenize -> oracle (TorchScript) -> [posterior:
+   tokenize the last K plays in every world -> oracle -> log-weights] -> reduce -> select
+   -> advance. No de-duplication (a data-dependent shape), checks off
    (`host_checks_off`). Work that does not depend on a step's results is hoisted out of it:
    the policy's Philox draws of all 28 decisions are made once per batch, and the record
    fields (transcript tokens, current-hand order, ...) are computed once per batch over the
@@ -100,16 +101,24 @@ class DecisionStep:
                 logw = torch.where(sample.valid, 0.0, float("-inf"))
             else:
                 K = cfg.posterior.window_k
-                with stage("worlds"):
-                    initial, _ = world_tile_masks(games, info, sample)
-                    prefix = prefix_oracle_batch(games, initial, K)
-                with stage("oracle"):
-                    q_past = self.oracle_fn(prefix.batch).float().view(G, N, K, 7)
+                if self.codes_fn is not None:
+                    with stage("tokenize"):
+                        past = self.backend.tokenize_prefix_worlds(games, info, sample, K)
+                    with stage("oracle"):
+                        q_past = self.codes_fn(past.codes, past.slot_tiles).float()
+                    legal_past, observed, step_valid = past.legal, past.observed_slot, past.valid
+                else:
+                    with stage("worlds"):
+                        initial, _ = world_tile_masks(games, info, sample)
+                        prefix = prefix_oracle_batch(games, initial, K)
+                    with stage("oracle"):
+                        q_past = self.oracle_fn(prefix.batch).float()
+                    legal_past = legal_slots(prefix.batch)
+                    observed, step_valid = prefix.observed_slot, prefix.valid
                 with stage("posterior"):
-                    legal_past = legal_slots(prefix.batch).view(G, N, K, 7)
                     logw, _ = self.backend.posterior_log_weights(
-                        q_past, legal_past, prefix.observed_slot, prefix.valid, cfg.posterior,
-                        world_valid=sample.valid)
+                        q_past.view(G, N, K, 7), legal_past.view(G, N, K, 7), observed,
+                        step_valid, cfg.posterior, world_valid=sample.valid)
             with stage("reduce"):
                 mom = self.backend.weighted_moments(q, legal, logw)
             with stage("select"):

@@ -15,9 +15,10 @@ One step for the G games in flight (every game has 28 decisions, so they stay al
     advance  backend.play                           the chosen moves
 
 The backend ("reference" pure PyTorch, "triton" eqfast.kernels) supplies hidden_info,
-completion_counts, sample_worlds, tokenize_worlds, posterior_log_weights, weighted_moments
-and play (the rules' transition, `BatchedGames.play`) with identical signatures. `fast.py`
-runs the same stages with static shapes for CUDA graphs.
+completion_counts, sample_worlds, tokenize_worlds, tokenize_prefix_worlds (the posterior's
+rows; used by fast.py), posterior_log_weights, weighted_moments and play (the rules'
+transition, `BatchedGames.play`) with identical signatures. `fast.py` runs the same stages
+with static shapes for CUDA graphs.
 
 Never the same oracle row twice: within one game a world is identified by its rank
 (`sampling.world_ranks`), and the current position and every window position of a world
@@ -92,6 +93,7 @@ class Backend:
     weighted_moments: Callable
     play: Callable
     posterior_log_weights: Callable
+    tokenize_prefix_worlds: Callable
 
 
 def make_backend(name: str = "reference", device="cpu") -> Backend:
@@ -104,6 +106,7 @@ def make_backend(name: str = "reference", device="cpu") -> Backend:
         from .posterior import posterior_log_weights
         from .public import hidden_info
         from .sampling import completion_counts, sample_worlds
+        from .tokens import tokenize_prefix_worlds
         from .tokens import tokenize_worlds_split as tokenize_worlds
         play = BatchedGames.play
     elif name == "triton":
@@ -112,11 +115,12 @@ def make_backend(name: str = "reference", device="cpu") -> Backend:
             # debugging). The variable is read when kernels are defined, i.e. on import.
             os.environ.setdefault("TRITON_INTERPRET", "1")
         from ..kernels import (completion_counts, hidden_info, play, posterior_log_weights,
-                               sample_worlds, tokenize_worlds, weighted_moments)
+                               sample_worlds, tokenize_prefix_worlds, tokenize_worlds,
+                               weighted_moments)
     else:
         raise ValueError(f"unknown backend {name!r} (choose reference, triton or auto)")
     return Backend(name, hidden_info, completion_counts, sample_worlds, tokenize_worlds,
-                   weighted_moments, play, posterior_log_weights)
+                   weighted_moments, play, posterior_log_weights, tokenize_prefix_worlds)
 
 
 def _chunked_query(oracle: Oracle, batch: OracleBatch, chunk: int):

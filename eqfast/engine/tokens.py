@@ -1,6 +1,7 @@
 """Stage 3+4 of the E[Q] engine fused: oracle tokens of every sampled world (reference).
 
     tokenize_worlds(games, info, sample) -> (codes [G*N, 28] int64, slot_tiles [G*N, 7] int64)
+    tokenize_prefix_worlds(games, info, sample, K) -> PrefixTokens   (the posterior's rows)
 
 Row g*N + i is the current decision of game g in world i of `sample` (as in
 `worlds.build_oracle_batch`). `codes` are the Stage 1 oracle tokens
@@ -25,14 +26,18 @@ The "reference" backend of the pipeline uses the split form.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
+from ..oracle.protocol import legal_slots
 from ..oracle.tokenizer import N_STATUS, STATUS_GONE, actor_slot_tiles, tokenize_batch
 from ..rules.batched import BatchedGames
 from ..rules.tables import HAND_SIZE, N_SEATS, N_TILES
-from .public import MAX_POOL, HiddenInfo, mask_to_sorted_ids, played_masks, slots_to_tile_mask, tile_bits
+from .public import (MAX_POOL, HiddenInfo, mask_to_sorted_ids, played_masks, slots_to_tile_mask,
+                     tile_bits)
 from .sampling import WorldSample
-from .worlds import build_oracle_batch
+from .worlds import build_oracle_batch, prefix_oracle_batch, world_tile_masks
 
 
 def tokenize_worlds(games: BatchedGames, info: HiddenInfo,
@@ -92,3 +97,29 @@ def tokenize_worlds_split(games: BatchedGames, info: HiddenInfo,
     codes = base[:, None, :] + torch.where(held, seat_rel - STATUS_GONE, torch.zeros_like(seat_rel))
     return (codes.reshape(G * N, N_TILES),
             actor_tiles[:, None, :].expand(G, N, HAND_SIZE).reshape(G * N, HAND_SIZE))
+
+
+class PrefixTokens(NamedTuple):
+    """The posterior's oracle rows, tokenized (`tokenize_prefix_worlds`)."""
+    codes: torch.Tensor           # [G*N*K, 28] int64, row (g*N + i)*K + k
+    slot_tiles: torch.Tensor      # [G*N*K, 7] int64, the step's actor's initial hand
+    legal: torch.Tensor           # [G*N*K, 7] bool, that actor's legal slots at the step
+    observed_slot: torch.Tensor   # [G, N, K] int64, slot of the tile played (-1: absent)
+    valid: torch.Tensor           # [G, K] bool, False before the start of the transcript
+
+
+def tokenize_prefix_worlds(games: BatchedGames, info: HiddenInfo, sample: WorldSample,
+                           window: int) -> PrefixTokens:
+    """For every world and each of the last `window` plays, the position of that play's
+    actor just before it (`worlds.prefix_oracle_batch`, read its doc), tokenized for the
+    network, with the actor's legal slots and the slot of the tile it played.
+
+    The reference is the composition of `world_tile_masks`, `prefix_oracle_batch`,
+    `tokenize_batch`, `actor_slot_tiles` and `legal_slots`;
+    `eqfast.kernels.tokenize_prefix_worlds` computes the same straight from the transcript
+    and the sampled owners."""
+    initial, _ = world_tile_masks(games, info, sample)
+    prefix = prefix_oracle_batch(games, initial, window)
+    b = prefix.batch
+    return PrefixTokens(tokenize_batch(b), actor_slot_tiles(b.hands, b.actor), legal_slots(b),
+                        prefix.observed_slot, prefix.valid)
