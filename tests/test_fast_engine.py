@@ -10,12 +10,11 @@ import pytest
 import torch
 from fakes import HashOracle
 
-from eqfast.engine.fast import FastEngine, bucket
+from eqfast.engine.fast import FastEngine, bucket, play_batch
 from eqfast.engine.pipeline import Engine, EngineConfig
-from eqfast.engine.policy import ExplorationConfig, policy_uniforms
+from eqfast.engine.policy import ExplorationConfig
 from eqfast.engine.posterior import PosteriorConfig
 from eqfast.oracle.network import NetworkOracle, build_network, script_module
-from eqfast.rules.deal import mix_seed
 from eqfast.data.schema import FIELDS
 from eqfast.utils.checks import HostSyncError, forbid_host_sync
 
@@ -66,22 +65,20 @@ def test_fast_engine_with_a_network_oracle_and_posterior_equals_reference(backen
 
 
 @pytest.mark.parametrize("backend", ["reference", pytest.param("triton", marks=pytest.mark.interpreter)])
-def test_decision_step_never_synchronizes(backend):
-    """Capture-readiness on the CPU: after a warm-up (as before capture), whole steps run with
-    every device synchronization turned into an error: Python-level reads of tensor values
-    and the aten ops that read data on the host or size outputs by it (a CUDA graph could
-    contain neither)."""
-    cfg = EngineConfig(n_samples=8, posterior=PosteriorConfig(window_k=3))
+def test_captured_batch_never_synchronizes(backend):
+    """Capture-readiness on the CPU: after a warm-up batch (as before capture), a whole
+    batch (`play_batch`: 28 steps with the posterior, then the record assembly, which is
+    what one CUDA graph holds) runs with every device synchronization turned into an error:
+    Python-level reads of tensor values and the aten ops that read data on the host or size
+    outputs by it (a CUDA graph could contain neither)."""
+    cfg = EngineConfig(n_samples=8, posterior=PosteriorConfig(window_k=3), store_worlds=True)
     engine = FastEngine(_network_oracle(), cfg, backend=backend, graphs=False)
-    games = engine.new_games([1, 2, 3])
-    keys = torch.tensor([mix_seed(0, s, 0, 1) for s in (1, 2, 3)])
-    u_p = policy_uniforms(keys + 1)
-    for _ in range(3):   # warm-up, as before capture: TorchScript optimizes in its first runs
-        engine.step(games, keys, u_p)
-    for _ in range(6):   # a few decisions, into the second trick
-        with forbid_host_sync():
-            out, games = engine.step(games, keys, u_p)
-    assert out["mean"].shape == (3, 7)
+    i = engine.batch_inputs([1, 2, 3])
+    args = (engine.step, i.games, i.keys_w, i.u_p, i.seeds, i.split, True)
+    play_batch(*args)          # warm-up: TorchScript optimizes in its first runs
+    with forbid_host_sync():
+        records = play_batch(*args)
+    assert records["e_q_mean"].shape == (3 * 28, 7) and "world_q" in records
 
 
 def test_sync_trap_catches_host_reads_and_sync_ops():
