@@ -94,6 +94,19 @@ def _log_likelihood_kernel(
 
 
 @triton.jit
+def _worlds_block(p_ll, p_valid, start, N, fallback, BLOCK_N: tl.constexpr):
+    """One block of a decision's worlds: (offsets, in-range mask, valid, log-likelihood,
+    consistent). Under `fallback` (no consistent world) every valid world counts, at 0."""
+    o_n = start + tl.arange(0, BLOCK_N)
+    m_n = o_n < N
+    b_valid = (tl.load(p_valid + o_n, mask=m_n, other=0) != 0) & m_n
+    b_ll = tl.load(p_ll + o_n, mask=m_n, other=float("-inf"))
+    b_ll = tl.where(fallback, tl.where(b_valid, 0.0, b_ll), b_ll)
+    b_cons = b_valid & (b_ll > float("-inf")) & (b_ll < float("inf"))
+    return o_n, m_n, b_valid, b_ll, b_cons
+
+
+@triton.jit
 def _stabilize_kernel(
     loglik_ptr, world_valid_ptr, logw_ptr,
     ess_ptr, ess_before_ptr, max_w_ptr, n_invalid_ptr, remixed_ptr, lam_ptr, fallback_ptr,
@@ -112,11 +125,7 @@ def _stabilize_kernel(
     n_cons = tl.zeros([], tl.int32)
     top = tl.full([], NEG, tl.float32)
     for start in range(0, N, BLOCK_N):
-        o_n = start + tl.arange(0, BLOCK_N)
-        m_n = o_n < N
-        b_valid = (tl.load(p_valid + o_n, mask=m_n, other=0) != 0) & m_n
-        b_ll = tl.load(p_ll + o_n, mask=m_n, other=NEG)
-        b_cons = b_valid & (b_ll > NEG) & (b_ll < float("inf"))
+        o_n, m_n, b_valid, b_ll, b_cons = _worlds_block(p_ll, p_valid, start, N, False, BLOCK_N)
         n_valid += tl.sum(b_valid.to(tl.int32), axis=0)
         n_cons += tl.sum(b_cons.to(tl.int32), axis=0)
         top = tl.maximum(top, tl.max(tl.where(b_cons, b_ll, NEG), axis=0))
@@ -127,12 +136,8 @@ def _stabilize_kernel(
     # pass 2: log-sum-exp of the clipped, shifted log-likelihoods
     total = tl.zeros([], tl.float32)
     for start in range(0, N, BLOCK_N):
-        o_n = start + tl.arange(0, BLOCK_N)
-        m_n = o_n < N
-        b_valid = (tl.load(p_valid + o_n, mask=m_n, other=0) != 0) & m_n
-        b_ll = tl.load(p_ll + o_n, mask=m_n, other=NEG)
-        b_ll = tl.where(fallback, tl.where(b_valid, 0.0, b_ll), b_ll)
-        b_cons = b_valid & (b_ll > NEG) & (b_ll < float("inf"))
+        o_n, m_n, b_valid, b_ll, b_cons = _worlds_block(p_ll, p_valid, start, N, fallback,
+                                                        BLOCK_N)
         b_shift = tl.where(b_cons, tl.maximum(b_ll - top, -delta), NEG)
         total += tl.sum(tl.exp(b_shift), axis=0)
     log_total = tl.log(total)
@@ -140,12 +145,8 @@ def _stabilize_kernel(
     # pass 3: ESS before re-mixing and the share of uniform that lifts it to the threshold
     sum_sq = tl.zeros([], tl.float32)
     for start in range(0, N, BLOCK_N):
-        o_n = start + tl.arange(0, BLOCK_N)
-        m_n = o_n < N
-        b_valid = (tl.load(p_valid + o_n, mask=m_n, other=0) != 0) & m_n
-        b_ll = tl.load(p_ll + o_n, mask=m_n, other=NEG)
-        b_ll = tl.where(fallback, tl.where(b_valid, 0.0, b_ll), b_ll)
-        b_cons = b_valid & (b_ll > NEG) & (b_ll < float("inf"))
+        o_n, m_n, b_valid, b_ll, b_cons = _worlds_block(p_ll, p_valid, start, N, fallback,
+                                                        BLOCK_N)
         b_w = tl.exp(tl.where(b_cons, tl.maximum(b_ll - top, -delta), NEG) - log_total)
         sum_sq += tl.sum(b_w * b_w, axis=0)
     ess_before = 1.0 / sum_sq
@@ -161,12 +162,8 @@ def _stabilize_kernel(
     max_w = tl.zeros([], tl.float32)
     nll = tl.zeros([], tl.float32)
     for start in range(0, N, BLOCK_N):
-        o_n = start + tl.arange(0, BLOCK_N)
-        m_n = o_n < N
-        b_valid = (tl.load(p_valid + o_n, mask=m_n, other=0) != 0) & m_n
-        b_ll = tl.load(p_ll + o_n, mask=m_n, other=NEG)
-        b_ll = tl.where(fallback, tl.where(b_valid, 0.0, b_ll), b_ll)
-        b_cons = b_valid & (b_ll > NEG) & (b_ll < float("inf"))
+        o_n, m_n, b_valid, b_ll, b_cons = _worlds_block(p_ll, p_valid, start, N, fallback,
+                                                        BLOCK_N)
         b_logw = tl.where(b_cons, tl.maximum(b_ll - top, -delta), NEG) - log_total
         b_w = tl.exp(b_logw)
         b_mixed = (1.0 - lam) * b_w + lam * tl.where(b_cons, inv_n, 0.0)
