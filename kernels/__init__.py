@@ -6,6 +6,7 @@ order of one decision step:
 
     stage     kernel (module)                          reference
     public    hidden_info (public.py)                  eqfast.engine.public.hidden_info
+              legal_mask (public.py)                   eqfast.rules.batched.BatchedGames.legal_mask
               completion_counts (sampling.py)          eqfast.engine.sampling.completion_counts
     sample    sample_worlds (sampling.py)              eqfast.engine.sampling.sample_worlds
     tokenize  tokenize_worlds (tokenize.py)            eqfast.engine.tokens.tokenize_worlds
@@ -21,10 +22,10 @@ float64 to a stated tolerance (tests/test_kernel_*.py). This folder is installed
 from .moments import weighted_moments
 from .posterior import posterior_log_weights
 from .advance import play
-from .public import hidden_info
+from .public import hidden_info, legal_mask
 from .sampling import completion_counts, sample_worlds
 from .tokenize import tokenize_prefix_worlds, tokenize_worlds
 
-__all__ = ["hidden_info", "completion_counts", "sample_worlds", "tokenize_worlds",
+__all__ = ["hidden_info", "legal_mask", "completion_counts", "sample_worlds", "tokenize_worlds",
            "tokenize_prefix_worlds",
            "posterior_log_weights", "weighted_moments", "play"]

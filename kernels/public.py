@@ -147,3 +147,50 @@ def hidden_info(games: BatchedGames) -> HiddenInfo:
     info = HiddenInfo(decl=games.decl, **out)
     check_hidden_sizes(info)
     return info
+
+
+@triton.jit
+def _legal_mask_kernel(
+    hands_ptr, remaining_ptr, trick_ptr, leader_ptr, n_plays_ptr, decl_ptr, led_suit_ptr,
+    follows_ptr, legal_ptr,
+    N_TILES: tl.constexpr, N_SEATS: tl.constexpr, HAND_SIZE: tl.constexpr,
+    N_SUITS: tl.constexpr,
+):
+    """legal[g, s]: slot s of the current player is in hand and follows the led suit, or
+    the player cannot follow (or leads)."""
+    i_g = tl.program_id(0).to(tl.int64)
+    o_s = tl.arange(0, 8)
+    m_s = o_s < HAND_SIZE
+    b_actor = _actor(leader_ptr, n_plays_ptr, i_g, N_SEATS)
+    b_decl = tl.load(decl_ptr + i_g)
+    b_tile = tl.load(hands_ptr + (i_g * N_SEATS + b_actor) * HAND_SIZE + o_s, mask=m_s, other=0)
+    b_rem = tl.load(remaining_ptr + i_g * N_SEATS + b_actor)
+    b_in_hand = (((b_rem >> o_s) & 1) != 0) & m_s
+    b_lead = tl.load(trick_ptr + i_g * N_SEATS)
+    b_led = tl.load(led_suit_ptr + b_decl * N_TILES + tl.maximum(b_lead, 0))
+    b_follows = tl.load(follows_ptr + (b_decl * N_SUITS + b_led) * N_TILES + tl.maximum(b_tile, 0),
+                        mask=m_s, other=0) != 0
+    b_follows = b_follows & b_in_hand & (b_lead >= 0)
+    b_any = tl.max(b_follows.to(tl.int32), axis=0) != 0
+    tl.store(legal_ptr + i_g * HAND_SIZE + o_s, tl.where(b_any, b_follows, b_in_hand).to(tl.int8),
+             mask=m_s)
+
+
+def _empty_legal(G: int, device) -> torch.Tensor:
+    # one allocation point, so the tests can poison what the kernel must overwrite
+    return torch.empty(G, HAND_SIZE, dtype=torch.bool, device=device)
+
+
+def legal_mask(games: BatchedGames) -> torch.Tensor:
+    """`games.legal_mask()`: legal slots [G, 7] of each current player, bit for bit."""
+    out = _empty_legal(games.batch_size, games.device)
+    if games.batch_size > 0:
+        T = torch_tables(games.device)
+        _legal_mask_kernel[(games.batch_size,)](
+            games.hands.contiguous(), games.remaining.contiguous(), games.trick.contiguous(),
+            games.leader.contiguous(), games.n_plays.contiguous(), games.decl.contiguous(),
+            T["LED_SUIT"], T["FOLLOWS"], out.view(torch.int8),
+            N_TILES=N_TILES, N_SEATS=N_SEATS, HAND_SIZE=HAND_SIZE, N_SUITS=N_SUITS,
+            num_warps=1,
+        )
+    return out

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import assert_identical, poison, random_games
-from eqfast.engine.public import hidden_info as reference_hidden_info
+from eqfast.engine.public import hidden_info as reference_hidden_info, popcount
 from eqfast.engine.tokens import decision_tables as reference_decision_tables
 from eqfast.utils.checks import host_checks_off
 
@@ -109,3 +109,18 @@ def test_kernels_accept_an_empty_batch():
     assert info.pool.shape == (0, 21) and info.sizes.shape == (0, 3)
     base, pool, rel, actor_tiles = tokenize_module.decision_tables(to_device(empty), info)
     assert base.shape == (0, 28) and actor_tiles.shape == (0, 7)
+
+
+@pytest.mark.parametrize("hand_size", [1, 3, 7])
+def test_legal_mask_kernel_equals_reference(hand_size, monkeypatch):
+    """Every current player of random playouts, including finished games (no legal slot)
+    and every current-trick length: the same [G, 7] mask as `BatchedGames.legal_mask`."""
+    allocate = public_module._empty_legal
+    monkeypatch.setattr(public_module, "_empty_legal", lambda *a: poison(allocate(*a)))
+    games = random_games(40, 600 + hand_size, plays=(0, 4 * hand_size), hand_size=hand_size,
+                         decl=torch.arange(40) % 10)
+    want = games.legal_mask()
+    assert_identical("legal", want, public_module.legal_mask(to_device(games)))
+    if hand_size == 7:            # the follow-suit rule restricts some hands
+        in_hand = popcount(games.remaining.gather(1, games.current_player[:, None])[:, 0], 7)
+        assert (want.sum(1) < in_hand).any()

@@ -84,7 +84,7 @@ class DecisionStep:
             with stage("public"):
                 info = self.backend.hidden_info(games)
                 counts = self.backend.completion_counts(info)
-                legal = games.legal_mask()
+                legal = self.backend.legal_mask(games)
             with stage("sample"):
                 sample = self.backend.sample_worlds(info, counts, keys_w, N)
             if self.codes_fn is not None:

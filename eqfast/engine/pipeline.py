@@ -16,9 +16,9 @@ One step for the G games in flight (every game has 28 decisions, so they stay al
 
 The backend ("reference" pure PyTorch, "triton" eqfast.kernels) supplies hidden_info,
 completion_counts, sample_worlds, tokenize_worlds, tokenize_prefix_worlds (the posterior's
-rows; used by fast.py), posterior_log_weights, weighted_moments and play (the rules'
-transition, `BatchedGames.play`) with identical signatures. `fast.py` runs the same stages
-with static shapes for CUDA graphs.
+rows; used by fast.py), posterior_log_weights, weighted_moments, and the rules' legal_mask
+and play (`BatchedGames.legal_mask`, `BatchedGames.play`) with identical signatures.
+`fast.py` runs the same stages with static shapes for CUDA graphs.
 
 Never the same oracle row twice: within one game a world is identified by its rank
 (`sampling.world_ranks`), and the current position and every window position of a world
@@ -94,6 +94,7 @@ class Backend:
     play: Callable
     posterior_log_weights: Callable
     tokenize_prefix_worlds: Callable
+    legal_mask: Callable
 
 
 def make_backend(name: str = "reference", device="cpu") -> Backend:
@@ -109,18 +110,20 @@ def make_backend(name: str = "reference", device="cpu") -> Backend:
         from .tokens import tokenize_prefix_worlds
         from .tokens import tokenize_worlds_split as tokenize_worlds
         play = BatchedGames.play
+        legal_mask = BatchedGames.legal_mask
     elif name == "triton":
         if device.type != "cuda":
             # Triton kernels run on the CPU only under its interpreter (slow: for tests and
             # debugging). The variable is read when kernels are defined, i.e. on import.
             os.environ.setdefault("TRITON_INTERPRET", "1")
-        from ..kernels import (completion_counts, hidden_info, play, posterior_log_weights,
-                               sample_worlds, tokenize_prefix_worlds, tokenize_worlds,
-                               weighted_moments)
+        from ..kernels import (completion_counts, hidden_info, legal_mask, play,
+                               posterior_log_weights, sample_worlds, tokenize_prefix_worlds,
+                               tokenize_worlds, weighted_moments)
     else:
         raise ValueError(f"unknown backend {name!r} (choose reference, triton or auto)")
     return Backend(name, hidden_info, completion_counts, sample_worlds, tokenize_worlds,
-                   weighted_moments, play, posterior_log_weights, tokenize_prefix_worlds)
+                   weighted_moments, play, posterior_log_weights, tokenize_prefix_worlds,
+                   legal_mask)
 
 
 def _chunked_query(oracle: Oracle, batch: OracleBatch, chunk: int):
@@ -191,7 +194,7 @@ class Engine:
         cfg = self.cfg
         G = games.batch_size
         with stage("public"):
-            legal = games.legal_mask()
+            legal = self.backend.legal_mask(games)
         keys = self._keys(seeds, decision, STREAM_WORLDS)
 
         sub = torch.arange(G, device=self.device)
