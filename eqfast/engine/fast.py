@@ -73,6 +73,21 @@ class DecisionStep:
         self.cfg = cfg
         self.backend = backend
 
+    def _codes_forward(self, codes, slot_tiles) -> torch.Tensor:
+        """The network on tokenized rows, at most cfg.oracle_chunk rows per call (fixed
+        slices, so a captured graph holds them; bounds the activations of large oracles)."""
+        c = max(1, int(self.cfg.oracle_chunk))
+        parts = [self.codes_fn(codes[i:i + c], slot_tiles[i:i + c]).float()
+                 for i in range(0, codes.shape[0], c)]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def _batch_forward(self, batch) -> torch.Tensor:
+        """`oracle_fn` on an OracleBatch, in chunks of at most cfg.oracle_chunk rows."""
+        c = max(1, int(self.cfg.oracle_chunk))
+        parts = [self.oracle_fn(batch.select(slice(i, i + c))).float()
+                 for i in range(0, len(batch), c)]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
     def __call__(self, games: BatchedGames, keys_w, u_p):
         """keys_w [G] int64: world-sampling keys; u_p [G, 5] float64: the policy's draws
         (`policy_uniforms` of the policy keys, drawn for all decisions of a batch at once).
@@ -91,12 +106,12 @@ class DecisionStep:
                 with stage("tokenize"):
                     codes, slot_tiles = self.backend.tokenize_worlds(games, info, sample)
                 with stage("oracle"):
-                    q = self.codes_fn(codes, slot_tiles).float().view(G, N, 7)
+                    q = self._codes_forward(codes, slot_tiles).view(G, N, 7)
             else:
                 with stage("worlds"):
                     batch = build_oracle_batch(games, info, sample)
                 with stage("oracle"):
-                    q = self.oracle_fn(batch).float().view(G, N, 7)
+                    q = self._batch_forward(batch).view(G, N, 7)
             if cfg.posterior is None:
                 logw = torch.where(sample.valid, 0.0, float("-inf"))
             else:
@@ -105,14 +120,14 @@ class DecisionStep:
                     with stage("tokenize"):
                         past = self.backend.tokenize_prefix_worlds(games, info, sample, K)
                     with stage("oracle"):
-                        q_past = self.codes_fn(past.codes, past.slot_tiles).float()
+                        q_past = self._codes_forward(past.codes, past.slot_tiles)
                     legal_past, observed, step_valid = past.legal, past.observed_slot, past.valid
                 else:
                     with stage("worlds"):
                         initial, _ = world_tile_masks(games, info, sample)
                         prefix = prefix_oracle_batch(games, initial, K)
                     with stage("oracle"):
-                        q_past = self.oracle_fn(prefix.batch).float()
+                        q_past = self._batch_forward(prefix.batch)
                     legal_past = legal_slots(prefix.batch)
                     observed, step_valid = prefix.observed_slot, prefix.valid
                 with stage("posterior"):

@@ -69,7 +69,10 @@ class EngineConfig:
     max_samples: int = 1000                   # adaptive: most worlds per decision
     store_worlds: bool = False                # keep per-world Q and weights (debug)
     decl_mode: str = "hand"                   # see engine.games
-    oracle_chunk: int = 16384                 # most oracle rows per forward call
+    # most oracle rows per forward call: bounds a large oracle's activations (the 3.3M
+    # transformer: ~3.7 GB per feed-forward activation at 32K rows) while a uniform step
+    # of 256 games x N = 100 (25.6K rows) stays one call
+    oracle_chunk: int = 32768
 
     def __post_init__(self):
         if self.n_samples < 1:
