@@ -132,3 +132,30 @@ def test_sigint_never_loses_a_saved_shard(tmp_path, delay):
         read_shard(f)  # raises on a truncated or corrupted shard
     assert len(done) >= 1
     assert not [p for p in out.rglob("*") if p.is_file() and not p.name.startswith("shard_")]
+
+
+@pytest.mark.parametrize("pipeline", ["reference", "fast"])
+def test_records_breaking_the_invariants_are_never_written(tmp_path, capsys, monkeypatch, pipeline):
+    """A batch whose records break the schema (here: an E[Q] of 50 points, impossible)
+    stops the run with exit 1 and a message naming the seeds; nothing of it is written."""
+    from eqfast.engine import pipeline as engine_pipeline
+    from eqfast.engine import fast as engine_fast
+    from eqfast.data.schema import DecisionRecords
+
+    def corrupt(records: DecisionRecords) -> DecisionRecords:
+        t = dict(records.tensors)
+        t["e_q_mean"] = torch.where(t["legal_mask"], torch.full_like(t["e_q_mean"], 50.0),
+                                    t["e_q_mean"])
+        return DecisionRecords(t)
+
+    play = engine_pipeline.Engine.play
+    monkeypatch.setattr(engine_pipeline.Engine, "play", lambda self, s, *a: corrupt(play(self, s, *a)))
+    to_host = engine_fast.FastEngine._to_host
+    monkeypatch.setattr(engine_fast.FastEngine, "_to_host", lambda self, recs, seeds: to_host(
+        self, {**recs, "e_q_mean": torch.where(recs["legal_mask"], 50.0, recs["e_q_mean"])}, seeds))
+    out = tmp_path / "run"
+    assert main(["--out", str(out), "--games", "2", "--games-per-batch", "2", "--n-samples", "4",
+                 "--threads", "1", "--quiet", "--pipeline", pipeline]) == 1
+    err = capsys.readouterr().err
+    assert "seeds 0..1 fail the invariants" in err and "e_q_mean" in err
+    assert not list(out.rglob("*.safetensors"))

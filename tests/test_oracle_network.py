@@ -162,3 +162,20 @@ def test_speed_test_network_gives_possible_values():
         with torch.no_grad():
             q = net(codes, slots)
         assert q.abs().max() < 42 and q.std() > 0
+
+
+def test_oracle_module_clamps_q_to_the_possible_range():
+    """A network that overshoots (here: every output 50 or -50) gives Q in [-42, 42] through
+    OracleModule, eager and TorchScript, on both entry points."""
+    net = build_network({"arch": "mlp", "hidden": 8, "depth": 1}).eval()
+    with torch.no_grad():
+        net.head.weight.zero_()
+        net.head.bias.copy_(torch.tensor([50.0, -50.0] * 14) / 42.0)
+    codes = torch.randint(0, 3080, (5, 28))
+    slots = torch.arange(7).expand(5, 7)
+    for module in (OracleModule(net), script_module(net)):
+        with torch.no_grad():
+            q = module.forward_codes(codes, slots)
+        assert torch.equal(q, torch.tensor([42.0, -42.0, 42.0, -42.0, 42.0, -42.0, 42.0]).expand(5, 7))
+    with torch.no_grad():
+        assert net(codes, slots).abs().max() > 49      # the bare network is not clamped

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from ..data.schema import InvariantError, require_invariants
 from ..data.shards import ShardError, completed_seed_ranges, write_split_shards
 from ..engine.fast import FastEngine
 from ..engine.pipeline import Engine, EngineConfig
@@ -282,12 +283,16 @@ def main(argv=None) -> int:
                 engine.run(batches, sink, on_batch=lambda seeds: interrupt.requested)
             else:
                 for seeds in batches:
-                    sink(seeds, engine.play(seeds))
+                    sink(seeds, require_invariants(engine.play(seeds), seeds))
                     if interrupt.requested:
                         break
     except KeyboardInterrupt:
         print("eqfast-generate: batch in flight dropped; saved shards are intact", file=sys.stderr)
         return 130
+    except InvariantError as exc:
+        print(f"eqfast-generate: {exc}; nothing of that batch was written, saved shards are "
+              "intact", file=sys.stderr)
+        return 1
     finally:
         signal.signal(signal.SIGINT, old_handler)
     elapsed = time.perf_counter() - t0

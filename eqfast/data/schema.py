@@ -171,6 +171,20 @@ def _rows(mask: torch.Tensor) -> str:
     return f"{len(idx)} row(s) (first: {head})"
 
 
+class InvariantError(RuntimeError):
+    """Records that break the schema's invariants (raised before they are written)."""
+
+
+def require_invariants(records: DecisionRecords, seeds) -> DecisionRecords:
+    """`records` if `check_invariants` finds nothing, else InvariantError naming the seeds
+    and the first problems (the generator never writes records that break the schema)."""
+    problems = check_invariants(records)
+    if problems:
+        raise InvariantError(f"records of seeds {seeds[0]}..{seeds[-1]} fail the invariants: "
+                             f"{problems[:5]}")
+    return records
+
+
 def check_invariants(records: DecisionRecords, atol: float = 1e-4) -> list[str]:
     """Spec 000 §7.1 checks plus the layout rules of schema 2.1; a list of problems (empty =
     clean), each naming the field and the offending rows."""

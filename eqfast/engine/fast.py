@@ -23,7 +23,7 @@ same records with a different schedule:
    asynchronous copy on a side stream; an event marks its completion, and the next replay
    (which overwrites those buffers) waits for that event on the device, not on the host.
 4. A writer thread takes finished batches (queue of one: double buffering), waits for the
-   batch's event, checks the records (`check_invariants`) and hands them to the caller's
+   batch's event, checks the records (`require_invariants`) and hands them to the caller's
    sink (the shard writer), while the device already runs the next batch.
 
 On the CPU there are no graphs or streams: the step runs eagerly and the writer thread
@@ -39,7 +39,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from ..data.schema import DecisionRecords, check_invariants, split_of_seed
+from ..data.schema import DecisionRecords, require_invariants, split_of_seed
 from ..oracle.protocol import legal_slots
 from ..rules.batched import BatchedGames
 from ..rules.deal import mix_seeds
@@ -342,12 +342,7 @@ class FastEngine(Engine):
         """Wait for a batch's copy, check its records and return them (host tensors)."""
         if batch.event is not None:
             batch.event.synchronize()
-        records = DecisionRecords(batch.records)
-        problems = check_invariants(records)
-        if problems:
-            raise RuntimeError(f"records of seeds {batch.seeds[0]}..{batch.seeds[-1]} fail "
-                               f"the invariants: {problems[:5]}")
-        return records
+        return require_invariants(DecisionRecords(batch.records), batch.seeds)
 
     def play(self, game_seeds, game_idx=None) -> DecisionRecords:
         if game_idx is not None:

@@ -198,23 +198,30 @@ def count_parameters(model: nn.Module) -> int:
 
 
 class OracleModule(nn.Module):
-    """Tokenizer + network: OracleBatch fields -> Q [N, 7] (points, actor frame)."""
+    """Tokenizer + network: OracleBatch fields -> Q [N, 7] (points, actor frame).
+
+    Q is clamped to [-42, 42], the range the rules allow: the network is a regression and
+    can overshoot a little (the shipped one predicts 42.5 at some opening leads), and a
+    value outside the possible range is certainly wrong, so clamping only moves it closer
+    to the truth and keeps E[Q] inside the dataset's invariant |E[Q]| <= 42. Training
+    calls the bare network (no clamp: an out-of-range prediction keeps its gradient)."""
 
     def __init__(self, network: nn.Module):
         super().__init__()
         self.network = network
+        self.q_bound = Q_SCALE
 
     def forward(self, hands: torch.Tensor, remaining: torch.Tensor, decl: torch.Tensor,
                 trick: torch.Tensor, actor: torch.Tensor) -> torch.Tensor:
         codes = tokenize(hands, remaining, decl, trick, actor)
         rows = torch.arange(hands.shape[0], device=hands.device)
         slot_tiles = hands[rows, actor].clamp(min=0)
-        return self.network(codes, slot_tiles)
+        return self.forward_codes(codes, slot_tiles)
 
     @torch.jit.export
     def forward_codes(self, codes: torch.Tensor, slot_tiles: torch.Tensor) -> torch.Tensor:
         """The network on already tokenized rows (the Triton `tokenize_worlds` path)."""
-        return self.network(codes, slot_tiles)
+        return self.network(codes, slot_tiles).clamp(-self.q_bound, self.q_bound)
 
 
 def script_module(network: nn.Module, freeze: bool = True) -> torch.jit.ScriptModule:
