@@ -58,6 +58,15 @@ BLOCK_S = 8          # the 7 hand slots padded to a power of two
 
 
 @triton.jit
+def _pool_index(info_pool_ptr, i_g, o_t, MAX_POOL: tl.constexpr, BLOCK_T: tl.constexpr):
+    """(index of each tile o_t in the decision's pool, found): rows = pool positions."""
+    o_i = tl.arange(0, BLOCK_T)
+    b_pool = tl.load(info_pool_ptr + i_g * MAX_POOL + o_i, mask=o_i < MAX_POOL, other=-1)
+    m_at = (b_pool[:, None] == o_t[None, :]) & (b_pool >= 0)[:, None]
+    return tl.sum(tl.where(m_at, o_i[:, None], 0), axis=0), tl.max(m_at.to(tl.int32), axis=0) != 0
+
+
+@triton.jit
 def _decision_tables_kernel(
     hands_ptr, remaining_ptr, tiles_ptr, seats_ptr, trick_ptr,
     actor_ptr, decl_ptr, info_pool_ptr, info_seats_ptr,
@@ -89,12 +98,7 @@ def _decision_tables_kernel(
     b_base = (b_decl * N_TILES + o_t) * N_STATUS + b_status
     tl.store(base_ptr + i_g * N_TILES + o_t, b_base, mask=m_t)
 
-    # pool index of each tile: rows = pool positions, columns = tiles
-    o_i = tl.arange(0, BLOCK_T)
-    b_pool = tl.load(info_pool_ptr + i_g * MAX_POOL + o_i, mask=o_i < MAX_POOL, other=-1)
-    m_at = (b_pool[:, None] == o_t[None, :]) & (b_pool >= 0)[:, None]
-    b_index = tl.sum(tl.where(m_at, o_i[:, None], 0), axis=0)
-    b_found = tl.max(m_at.to(tl.int32), axis=0) != 0
+    b_index, b_found = _pool_index(info_pool_ptr, i_g, o_t, MAX_POOL, BLOCK_T)
     tl.store(pool_ptr + i_g * N_TILES + o_t, tl.where(b_found, b_index, -1).to(tl.int32), mask=m_t)
 
     for j in tl.static_range(N_SEATS - 1):
@@ -281,19 +285,10 @@ def _tokenize_prefix_kernel(
 
     # the current actor's own tiles are public to it; pool tiles are held per world
     b_now = tl.load(actor_ptr + i_g)
-    o_j = tl.arange(0, 8)
-    m_j = o_j < HAND_SIZE
-    b_hand = tl.load(hands_ptr + (i_g * N_SEATS + b_now) * HAND_SIZE + o_j, mask=m_j, other=-1)
-    b_rem = tl.load(remaining_ptr + i_g * N_SEATS + b_now)
-    b_mine_now = (((b_rem >> o_j) & 1) != 0) & m_j & (b_hand >= 0)
-    b_own = tl.max(((b_hand[:, None] == o_t[None, :]) & b_mine_now[:, None]).to(tl.int32),
-                   axis=0) != 0
+    _, b_own = _hand_tiles(hands_ptr, remaining_ptr, i_g, b_now, o_t, N_SEATS, HAND_SIZE,
+                           N_TILES)
     b_public = tl.where(b_played_by >= 0, b_played_by, tl.where(b_own, b_now, -1))
-    o_i = tl.arange(0, BLOCK_T)
-    b_pool = tl.load(info_pool_ptr + i_g * MAX_POOL + o_i, mask=o_i < MAX_POOL, other=-1)
-    m_at = (b_pool[:, None] == o_t[None, :]) & (b_pool >= 0)[:, None]
-    b_pool_idx = tl.sum(tl.where(m_at, o_i[:, None], 0), axis=0)
-    b_in_pool = tl.max(m_at.to(tl.int32), axis=0) != 0
+    b_pool_idx, b_in_pool = _pool_index(info_pool_ptr, i_g, o_t, MAX_POOL, BLOCK_T)
     b_seat0 = tl.load(info_seats_ptr + i_g * 3 + 0)
     b_seat1 = tl.load(info_seats_ptr + i_g * 3 + 1)
     b_seat2 = tl.load(info_seats_ptr + i_g * 3 + 2)

@@ -73,20 +73,21 @@ class DecisionStep:
         self.cfg = cfg
         self.backend = backend
 
-    def _codes_forward(self, codes, slot_tiles) -> torch.Tensor:
-        """The network on tokenized rows, at most cfg.oracle_chunk rows per call (fixed
-        slices, so a captured graph holds them; bounds the activations of large oracles)."""
+    def _in_chunks(self, forward, n_rows: int) -> torch.Tensor:
+        """forward(slice) -> Q over rows [0, n_rows) in fixed slices of at most
+        cfg.oracle_chunk rows (a captured graph holds them; bounds a large oracle's
+        activations), as float32."""
         c = max(1, int(self.cfg.oracle_chunk))
-        parts = [self.codes_fn(codes[i:i + c], slot_tiles[i:i + c]).float()
-                 for i in range(0, codes.shape[0], c)]
+        parts = [forward(slice(i, i + c)).float() for i in range(0, n_rows, c)]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
+    def _codes_forward(self, codes, slot_tiles) -> torch.Tensor:
+        """The network on tokenized rows, chunked."""
+        return self._in_chunks(lambda s: self.codes_fn(codes[s], slot_tiles[s]), codes.shape[0])
+
     def _batch_forward(self, batch) -> torch.Tensor:
-        """`oracle_fn` on an OracleBatch, in chunks of at most cfg.oracle_chunk rows."""
-        c = max(1, int(self.cfg.oracle_chunk))
-        parts = [self.oracle_fn(batch.select(slice(i, i + c))).float()
-                 for i in range(0, len(batch), c)]
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+        """`oracle_fn` on an OracleBatch, chunked."""
+        return self._in_chunks(lambda s: self.oracle_fn(batch.select(s)), len(batch))
 
     def __call__(self, games: BatchedGames, keys_w, u_p):
         """keys_w [G] int64: world-sampling keys; u_p [G, 5] float64: the policy's draws
