@@ -19,12 +19,19 @@ setup(
     packages=packages + ["eqfast.kernels"],
     package_dir={"eqfast.kernels": "kernels"},
     package_data={"eqfast": ["models/*.safetensors", "models/*.json"]},
+    # optional: a machine without a C compiler still gets the network path (the exact
+    # oracle then reports the missing extension when asked for)
     ext_modules=[Extension("eqfast.solver._csolver", ["eqfast/solver/_csolver.c"],
-                           extra_compile_args=["-O3", "-std=c11"])],
-    install_requires=["torch>=2.4", "triton>=3.0", "numpy>=1.24", "safetensors>=0.4", "nvtx>=0.2"],
+                           extra_compile_args=["-O3", "-std=c11"], optional=True)],
+    # no torch pin here: the CPU machines' README command pins 2.13.0, GPU machines bring
+    # their own CUDA build. triton >= 3.4: tl.randint4x with int64 offsets (the world
+    # sampler's Philox streams) gives other numbers before 3.4.
+    install_requires=["torch>=2.4", "triton>=3.4", "numpy>=1.24", "safetensors>=0.4"],
     extras_require={
         "test": ["pytest>=7", "pytest-benchmark>=4"],
         "bench": ["pytest-benchmark>=4"],
+        # NVTX ranges through the `nvtx` package; without it torch.cuda.nvtx is used on CUDA
+        "profile": ["nvtx>=0.2"],
     },
     entry_points={"console_scripts": [
         "eqfast-solve=eqfast.cli.solve:main",

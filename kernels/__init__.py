@@ -18,7 +18,19 @@ order of one decision step:
 Integer and random-number stages match their reference bit for bit; the reduction matches
 float64 to a stated tolerance (tests/test_kernel_*.py). This folder is installed as
 `eqfast.kernels` (setup.py `package_dir`).
+
+Whether the kernels are interpreted (Triton's CPU interpreter, `TRITON_INTERPRET=1`) or
+compiled for a GPU is fixed when this package is first imported: `INTERPRETED` records it.
+Compiled kernels accept only CUDA tensors.
 """
+import os
+
+# FP fusion (a*b+c as one FMA) on, stated explicitly: Triton warns that its default changes
+# in 3.10. The float stages are tested within a tolerance of their float64 references, so
+# either setting passes; fused is the faster and what the tolerances were measured with.
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
 from .moments import weighted_moments
 from .posterior import posterior_log_weights
 from .advance import play
@@ -26,6 +38,6 @@ from .public import hidden_info, legal_mask
 from .sampling import completion_counts, sample_worlds
 from .tokenize import tokenize_prefix_worlds, tokenize_worlds
 
-__all__ = ["hidden_info", "legal_mask", "completion_counts", "sample_worlds", "tokenize_worlds",
+__all__ = ["INTERPRETED", "hidden_info", "legal_mask", "completion_counts", "sample_worlds", "tokenize_worlds",
            "tokenize_prefix_worlds",
            "posterior_log_weights", "weighted_moments", "play"]

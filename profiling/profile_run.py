@@ -34,7 +34,6 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
-import nvtx
 import torch
 
 from eqfast.engine.fast import FastEngine
@@ -43,7 +42,6 @@ from eqfast.engine.posterior import PosteriorConfig
 from eqfast.oracle.tokenizer import N_CODES
 from eqfast.utils import profiling
 
-_DOMAIN = nvtx.get_domain("eqfast")
 # profiler activity types that are work on the device (not annotations or API calls)
 _DEVICE_WORK = {"kernel", "gpu_memcpy", "gpu_memset"}
 
@@ -176,22 +174,21 @@ def timed_run(engine: Engine, games: int, batches: int, seed_start: int) -> dict
     _sync(engine.device)
     if cuda:
         torch.cuda.profiler.start()          # nsys --capture-range=cudaProfilerApi
-    rng = _DOMAIN.start_range(_DOMAIN.get_event_attributes(message="eqfast/measured"))
-    t0 = time.perf_counter()
-    seed_lists = [list(range(seed_start + b * games, seed_start + (b + 1) * games))
-                  for b in range(batches)]
-    records = 0
-    if isinstance(engine, FastEngine):
-        def sink(seeds, recs):
-            nonlocal records
-            records += len(recs)
-        engine.run(seed_lists, sink)
-    else:
-        for seeds in seed_lists:
-            records += len(engine.play(seeds))
-    _sync(engine.device)
-    seconds = time.perf_counter() - t0
-    _DOMAIN.end_range(rng)
+    with profiling.nvtx_range("eqfast/measured"):
+        t0 = time.perf_counter()
+        seed_lists = [list(range(seed_start + b * games, seed_start + (b + 1) * games))
+                      for b in range(batches)]
+        records = 0
+        if isinstance(engine, FastEngine):
+            def sink(seeds, recs):
+                nonlocal records
+                records += len(recs)
+            engine.run(seed_lists, sink)
+        else:
+            for seeds in seed_lists:
+                records += len(engine.play(seeds))
+        _sync(engine.device)
+        seconds = time.perf_counter() - t0
     if cuda:
         torch.cuda.profiler.stop()
     expected = N_DECISIONS * games * batches

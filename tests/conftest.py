@@ -24,6 +24,10 @@ except Exception:  # pragma: no cover - broken CUDA install
 if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+#: The device of tests that run Triton kernels: interpreted kernels on the CPU take CPU
+#: tensors, compiled kernels (a CUDA machine) take CUDA tensors only.
+TEST_DEVICE = "cuda" if _HAS_CUDA else "cpu"
+
 from eqfast.rules.batched import BatchedGames  # noqa: E402
 from eqfast.rules.deal import deal_from_seed  # noqa: E402
 

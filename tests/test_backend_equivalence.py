@@ -1,20 +1,22 @@
-"""End to end: the Triton backend (interpreter on CPU) and the reference give the same
-worlds, tokens and actions, and E[Q] within the float tolerance of the reduction."""
+"""End to end: the Triton backend (interpreter on CPU, compiled on CUDA) and the reference,
+both on the test device, give the same worlds, tokens and actions, and E[Q] within the
+float tolerance of the reduction."""
 from __future__ import annotations
 
 import pytest
 import torch
+from conftest import TEST_DEVICE
 from fakes import HashOracle
 
 from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
 
 
-
 def _network_oracle():
     from eqfast.oracle.network import NetworkOracle, build_network, script_module
     torch.manual_seed(0)
-    return NetworkOracle(script_module(build_network({"arch": "mlp", "hidden": 32, "depth": 1}).eval()))
+    net = build_network({"arch": "mlp", "hidden": 32, "depth": 1}).to(TEST_DEVICE).eval()
+    return NetworkOracle(script_module(net), device=TEST_DEVICE)
 
 
 @pytest.mark.interpreter
@@ -25,8 +27,8 @@ def test_triton_backend_matches_reference(posterior, oracle):
     'hash' through OracleBatch rows."""
     make = HashOracle if oracle == "hash" else _network_oracle
     cfg = EngineConfig(n_samples=7, posterior=posterior, seed=3, store_worlds=True)
-    ref = Engine(make(), cfg, backend="reference").play([10, 11])
-    tri = Engine(make(), cfg, backend="triton").play([10, 11])
+    ref = Engine(make(), cfg, backend="reference", device=TEST_DEVICE).play([10, 11]).to("cpu")
+    tri = Engine(make(), cfg, backend="triton", device=TEST_DEVICE).play([10, 11]).to("cpu")
     # integer / random-number driven outputs: identical
     for name in ("transcript_tokens", "transcript_lengths", "legal_mask", "action_taken",
                  "n_worlds", "enumerated", "exploration_mode"):
@@ -40,3 +42,16 @@ def test_triton_backend_matches_reference(posterior, oracle):
         if a.dim() == 2:
             a, b = a[legal], b[legal]
         torch.testing.assert_close(b, a, rtol=1e-5, atol=atol, msg=name)
+
+
+def test_triton_backend_on_cpu_refuses_compiled_kernels(monkeypatch):
+    """Compiled kernels (a CUDA machine) cannot take CPU tensors: a clear error up front
+    instead of Triton's 'Pointer argument cannot be accessed' at the first launch."""
+    import eqfast.kernels
+    from eqfast.engine.pipeline import make_backend
+
+    monkeypatch.setattr(eqfast.kernels, "INTERPRETED", False)
+    with pytest.raises(ValueError, match="compiled for CUDA.*device='cuda'"):
+        make_backend("triton", "cpu")
+    monkeypatch.setattr(eqfast.kernels, "INTERPRETED", True)
+    assert make_backend("triton", "cpu").name == "triton"

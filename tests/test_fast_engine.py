@@ -8,6 +8,7 @@ import time
 
 import pytest
 import torch
+from conftest import TEST_DEVICE
 from fakes import HashOracle
 
 from eqfast.engine.fast import FastEngine, bucket, play_batch
@@ -53,9 +54,10 @@ def test_fast_engine_with_a_network_oracle_and_posterior_equals_reference(backen
     identical actions, transcripts and counts; float fields within float32 noise (the
     forward runs on differently composed batches)."""
     cfg = EngineConfig(n_samples=12, posterior=PosteriorConfig(window_k=5), seed=4)
-    oracle = _network_oracle()
-    ref = Engine(oracle, cfg).play([6, 7])
-    fast = FastEngine(oracle, cfg, backend=backend, graphs=False).play([6, 7])
+    device = TEST_DEVICE if backend == "triton" else "cpu"
+    oracle = _network_oracle(device)
+    ref = Engine(oracle, cfg, device=device).play([6, 7]).to("cpu")
+    fast = FastEngine(oracle, cfg, backend=backend, device=device, graphs=False).play([6, 7])
     for name in FIELDS:
         if ref[name].is_floating_point():
             torch.testing.assert_close(fast[name], ref[name], rtol=1e-4, atol=1e-4,
@@ -72,8 +74,9 @@ def test_captured_batch_never_synchronizes(backend):
     Python-level reads of tensor values and the aten ops that read data on the host or size
     outputs by it (a CUDA graph could contain neither)."""
     cfg = EngineConfig(n_samples=8, posterior=PosteriorConfig(window_k=3), store_worlds=True)
-    engine = FastEngine(_network_oracle(), cfg, backend=backend, graphs=False)
-    i = engine.batch_inputs([1, 2, 3])
+    device = TEST_DEVICE if backend == "triton" else "cpu"
+    engine = FastEngine(_network_oracle(device), cfg, backend=backend, device=device, graphs=False)
+    i = engine.batch_inputs([1, 2, 3]).map(lambda t: t.to(device))
     args = (engine.step, i.games, i.keys_w, i.u_p, i.seeds, i.split, True)
     play_batch(*args)          # warm-up: TorchScript optimizes in its first runs
     with forbid_host_sync():

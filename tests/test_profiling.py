@@ -275,13 +275,14 @@ def test_device_op_counter_attributes_ops_to_stages():
 
 @pytest.mark.interpreter
 def test_device_op_counter_counts_triton_launches_not_interpreter_traffic():
-    from conftest import random_games
+    from conftest import TEST_DEVICE, random_games
 
     import eqfast.kernels
     from eqfast.engine.public import hidden_info
     from eqfast.utils.profiling import DeviceOpCounter, stage
 
     info = hidden_info(random_games(3, 11, plays=(2, 9)))
+    info = type(info)(**{f: getattr(info, f).to(TEST_DEVICE) for f in info.__dataclass_fields__})
     with DeviceOpCounter() as counter:
         with stage("counts"):
             eqfast.kernels.completion_counts(info)     # an allocation + one launch

@@ -119,6 +119,13 @@ def make_backend(name: str = "reference", device="cpu") -> Backend:
             # Triton kernels run on the CPU only under its interpreter (slow: for tests and
             # debugging). The variable is read when kernels are defined, i.e. on import.
             os.environ.setdefault("TRITON_INTERPRET", "1")
+        from .. import kernels
+        if device.type != "cuda" and not kernels.INTERPRETED:
+            raise ValueError(
+                f"backend 'triton' on device {device}: the Triton kernels of this process were "
+                "compiled for CUDA (eqfast.kernels was imported without TRITON_INTERPRET=1), "
+                "so they take CUDA tensors only; use device='cuda', backend 'reference', or "
+                "set TRITON_INTERPRET=1 before eqfast.kernels is first imported")
         from ..kernels import (completion_counts, hidden_info, legal_mask, play,
                                posterior_log_weights, sample_worlds, tokenize_prefix_worlds,
                                tokenize_worlds, weighted_moments)

@@ -3,7 +3,9 @@
     with stage("sample"):   # NVTX range "eqfast/sample" + time added to STAGE_TIMES
         ...
 
-NVTX comes from the `nvtx` package (`torch.cuda.nvtx` fails on CPU builds); without a
+NVTX ranges come from the `nvtx` package when it is installed (domain `eqfast`), else from
+`torch.cuda.nvtx` on a CUDA build of torch (the GPU machines ship the NVTX C library but not
+the package), else they are skipped (`torch.cuda.nvtx` raises on CPU builds); without a
 profiler attached a range costs a few hundred nanoseconds. Wall times are host times: on
 CUDA they measure launch cost unless `sync=True` (profiling runs only: a sync per stage
 serializes the pipeline).
@@ -20,15 +22,43 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 
-import nvtx
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 STAGE_TIMES: dict[str, float] = defaultdict(float)
 STAGE_CALLS: dict[str, int] = defaultdict(int)
 _SYNC = {"on": False}
-_DOMAIN = nvtx.get_domain("eqfast")
 _OPEN: list[str] = []      # names of the open stages, innermost last (DeviceOpCounter)
+
+
+def _nvtx_backend():
+    """(push(name) -> handle, pop(handle)) for NVTX ranges: the `nvtx` package, torch's
+    binding on a CUDA build, or a no-op."""
+    try:
+        import nvtx
+    except ImportError:
+        nvtx = None
+    if nvtx is not None:
+        domain = nvtx.get_domain("eqfast")
+        return (lambda name: domain.start_range(domain.get_event_attributes(message=name)),
+                domain.end_range)
+    if torch.version.cuda is not None:
+        from torch.cuda import nvtx as torch_nvtx
+        return (lambda name: torch_nvtx.range_push(name), lambda handle: torch_nvtx.range_pop())
+    return (lambda name: None), (lambda handle: None)
+
+
+_NVTX_PUSH, _NVTX_POP = _nvtx_backend()
+
+
+@contextmanager
+def nvtx_range(name: str):
+    """An NVTX range named `name` (no stage timing): see the module doc for the backend."""
+    handle = _NVTX_PUSH(name)
+    try:
+        yield
+    finally:
+        _NVTX_POP(handle)
 
 
 def set_sync(on: bool) -> None:
@@ -43,8 +73,7 @@ def reset_stage_times() -> None:
 
 @contextmanager
 def stage(name: str):
-    attrs = _DOMAIN.get_event_attributes(message=f"eqfast/{name}")
-    rng = _DOMAIN.start_range(attrs)
+    rng = _NVTX_PUSH(f"eqfast/{name}")
     sync = _SYNC["on"] and torch.cuda.is_available()
     if sync:
         torch.cuda.synchronize()
@@ -58,7 +87,7 @@ def stage(name: str):
             torch.cuda.synchronize()
         STAGE_TIMES[name] += time.perf_counter() - t0
         STAGE_CALLS[name] += 1
-        _DOMAIN.end_range(rng)
+        _NVTX_POP(rng)
 
 
 def stage_table() -> str:
