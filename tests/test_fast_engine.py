@@ -11,7 +11,7 @@ import torch
 from conftest import TEST_DEVICE
 from fakes import HashOracle
 
-from eqfast.engine.fast import FastEngine, bucket, play_batch
+from eqfast.engine.fast import FastEngine, GraphCache, bucket, play_batch
 from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.policy import ExplorationConfig
 from eqfast.engine.posterior import PosteriorConfig
@@ -152,21 +152,104 @@ def test_bucket_sizes():
     assert [bucket(g) for g in (1, 8, 9, 33, 64)] == [8, 8, 16, 64, 64]
 
 
+def assert_same_records(want, got, context=""):
+    """Every field: integers and booleans bit for bit; floats within float32 noise of a
+    differently composed forward (the reference de-duplicates rows, the fast path does
+    not): 1e-4 relative + 1e-3 absolute on points (E[Q], world Q), NaN where NaN."""
+    want, got = want.to("cpu"), got.to("cpu")
+    assert sorted(want.tensors) == sorted(got.tensors), context
+    for name in want.tensors:
+        a, b = want[name], got[name]
+        if a.is_floating_point():
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-3, equal_nan=True,
+                                       msg=f"{context}{name}")
+        else:
+            assert torch.equal(a, b), f"{context}{name}"
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 @pytest.mark.parametrize("posterior", [None, PosteriorConfig(window_k=4)], ids=["uniform", "posterior"])
 def test_graphs_on_equals_graphs_off_equals_reference_on_cuda(posterior):
-    cfg = EngineConfig(n_samples=32, posterior=posterior, seed=5)
+    """16 real games with exploration on (temperature and epsilon: every policy input
+    buffer is read) and the per-world outputs stored: compiled kernels with graphs on,
+    graphs off, and the reference Engine (pure PyTorch stages) on the same device."""
+    cfg = EngineConfig(n_samples=32, posterior=posterior, seed=5, store_worlds=True,
+                       exploration=ExplorationConfig(temperature=2.0, epsilon=0.2))
     oracle = _network_oracle("cuda")
-    seeds = list(range(11))
+    seeds = list(range(100, 116))
     on = FastEngine(oracle, cfg, backend="triton", device="cuda", graphs=True).play(seeds)
     off = FastEngine(oracle, cfg, backend="triton", device="cuda", graphs=False).play(seeds)
     ref = Engine(oracle, cfg, backend="reference", device="cuda").play(seeds)
-    for name in ("transcript_tokens", "legal_mask", "action_taken", "n_worlds"):
-        assert torch.equal(on[name], off[name]), name
-        assert torch.equal(on[name], ref[name]), name
-    legal = ref["legal_mask"]
-    torch.testing.assert_close(on["e_q_mean"][legal], ref["e_q_mean"][legal], rtol=1e-4, atol=1e-3)
+    assert len(ref) == 16 * 28 and "world_q" in ref.tensors
+    assert_same_records(off, on, "graphs on vs off: ")
+    assert_same_records(ref, on, "graphs on vs reference: ")
+    assert bool((on["exploration_mode"] != 0).any()), "exploration never taken: test is weak"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_capture_while_the_writer_waits_on_a_held_copy():
+    """A second shape is captured while the previous batch's copy out of graph buffers is
+    still pending on the copy stream (held there by a device-side sleep), so the writer
+    thread is blocked in event.synchronize() during the capture: thread_local capture mode
+    must allow that, and the records must still equal the reference."""
+    cfg = EngineConfig(n_samples=16, seed=11)
+    oracle = _network_oracle("cuda")
+    engine = FastEngine(oracle, cfg, backend="triton", device="cuda", graphs=True)
+    pending_at_capture = []
+    capture, to_host = engine._capture, engine._to_host
+
+    def capture_and_look(inputs):
+        last = engine._last_copy
+        pending_at_capture.append(last is not None and not last.query())
+        return capture(inputs)
+
+    def held_to_host(stacked, seeds):
+        engine._copy_stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(engine._copy_stream):
+            torch.cuda._sleep(400_000_000)          # ~0.2 s at ~2 GHz
+        return to_host(stacked, seeds)
+
+    engine.graph_cache._build = capture_and_look
+    engine._to_host = held_to_host
+    got = []
+    batches = [[0, 1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11, 12]]          # buckets 8 then 16
+    assert engine.run(batches, lambda seeds, records: got.append((seeds, records))) == 2
+    assert pending_at_capture == [False, True], pending_at_capture
+    ref = FastEngine(oracle, cfg, backend="reference", device="cuda", graphs=False)
+    for seeds, records in got:
+        assert_same_records(ref.play(seeds), records, f"seeds {seeds}: ")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_graph_cache_is_bounded_on_cuda():
+    """max_graphs=1 over three shapes: at most one graph alive, each re-captured when its
+    shape returns, records unchanged."""
+    cfg = EngineConfig(n_samples=8, seed=3)
+    oracle = _network_oracle("cuda")
+    engine = FastEngine(oracle, cfg, backend="triton", device="cuda", graphs=True, max_graphs=1)
+    ref = FastEngine(oracle, cfg, backend="reference", device="cuda", graphs=False)
+    for seeds in ([0, 1], list(range(2, 12)), [12, 13]):           # buckets 8, 16, 8
+        assert_same_records(ref.play(seeds), engine.play(seeds), f"seeds {seeds}: ")
+        assert len(engine.graph_cache) == 1
+    assert engine.graph_cache.built == 3
+
+
+def test_graph_cache_evicts_least_recently_used():
+    built, evictions = [], []
+    cache = GraphCache(2, lambda key: built.append(key) or f"graph{key}",
+                       before_evict=lambda: evictions.append(list(cache.keys())))
+    assert cache.get(8, 8) == "graph8" and cache.get(16, 16) == "graph16"
+    assert cache.get(8, 8) == "graph8"                  # hit: 8 becomes most recent
+    cache.get(32, 32)                                   # evicts 16, the least recent
+    assert cache.keys() == [8, 32] and built == [8, 16, 32]
+    assert evictions == [[16, 8]]                       # keys, least recent first
+    cache.get(16, 16)                                   # evicts 8
+    assert cache.keys() == [32, 16] and cache.built == 4 and len(cache) == 2
+    with pytest.raises(ValueError, match="capacity"):
+        GraphCache(0, lambda key: key)
 
 
 @pytest.mark.gpu

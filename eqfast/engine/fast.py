@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -46,7 +47,8 @@ from ..rules.deal import mix_seeds
 from ..utils.checks import host_checks_off
 from ..utils.profiling import stage
 from .games import setup_games
-from .pipeline import N_DECISIONS, STREAM_POLICY, STREAM_WORLDS, Engine, EngineConfig
+from .pipeline import (N_DECISIONS, STREAM_POLICY, STREAM_WORLDS, Engine, EngineConfig,
+                       oracle_precision)
 from .moments import Moments
 from .policy import Selection, policy_uniforms, select_with_uniforms
 from .records import record_tensors
@@ -67,8 +69,9 @@ class DecisionStep:
     `oracle_fn(batch) -> q [rows, 7]` must itself be host-read-free (a TorchScript network
     is; ExactOracle is not and only works with graphs off)."""
 
-    def __init__(self, oracle_fn, cfg: EngineConfig, backend, codes_fn=None):
+    def __init__(self, oracle_fn, cfg: EngineConfig, backend, codes_fn=None, device="cpu"):
         self.oracle_fn = oracle_fn
+        self.device = torch.device(device)
         self.codes_fn = codes_fn      # network on tokenized rows, if the oracle has one
         self.cfg = cfg
         self.backend = backend
@@ -78,7 +81,8 @@ class DecisionStep:
         cfg.oracle_chunk rows (a captured graph holds them; bounds a large oracle's
         activations), as float32."""
         c = max(1, int(self.cfg.oracle_chunk))
-        parts = [forward(slice(i, i + c)).float() for i in range(0, n_rows, c)]
+        with oracle_precision(self.cfg.oracle_precision, self.device):
+            parts = [forward(slice(i, i + c)).float() for i in range(0, n_rows, c)]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def _codes_forward(self, codes, slot_tiles) -> torch.Tensor:
@@ -238,6 +242,41 @@ class _GraphedBatch:
         return self.records
 
 
+class GraphCache:
+    """Captured graphs by shape key, least recently used first out beyond `capacity`.
+
+    Each graph holds its own memory pool (activations of 28 steps: hundreds of MB for a
+    large oracle at G = 1024), so a long run over many (G bucket, N) shapes must not keep
+    them all. `before_evict()` runs before a graph is dropped (the engine waits there for
+    the last copy out of graph buffers)."""
+
+    def __init__(self, capacity: int, build, before_evict=lambda: None):
+        if capacity < 1:
+            raise ValueError(f"GraphCache capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self._build = build
+        self._before_evict = before_evict
+        self._graphs: OrderedDict = OrderedDict()
+        self.built = 0
+
+    def get(self, key, *args):
+        if key in self._graphs:
+            self._graphs.move_to_end(key)
+            return self._graphs[key]
+        while len(self._graphs) >= self.capacity:
+            self._before_evict()
+            self._graphs.popitem(last=False)
+        graph = self._graphs[key] = self._build(*args)
+        self.built += 1
+        return graph
+
+    def keys(self) -> list:
+        return list(self._graphs)
+
+    def __len__(self) -> int:
+        return len(self._graphs)
+
+
 @dataclass
 class _Finished:
     """A batch whose records are on their way to the host."""
@@ -250,7 +289,7 @@ class FastEngine(Engine):
     """Graph-captured, double-buffered engine (see module doc). `graphs` defaults to CUDA."""
 
     def __init__(self, oracle, cfg: EngineConfig = EngineConfig(), backend="auto", device="cpu",
-                 graphs: bool | None = None):
+                 graphs: bool | None = None, max_graphs: int = 4):
         super().__init__(oracle, cfg, backend, device)
         if cfg.sem is not None:
             raise ValueError("FastEngine runs a fixed N per decision: adaptive sampling (sem) "
@@ -262,8 +301,8 @@ class FastEngine(Engine):
         if hasattr(oracle, "query_codes"):
             module = oracle.module
             codes_fn = lambda codes, slot_tiles: module.forward_codes(codes, slot_tiles)
-        self.step = DecisionStep(self._oracle_fn(oracle), cfg, self.backend, codes_fn)
-        self._graphs: dict = {}
+        self.step = DecisionStep(self._oracle_fn(oracle), cfg, self.backend, codes_fn, self.device)
+        self.graph_cache = GraphCache(max_graphs, self._capture, self._wait_last_copy)
         self._copy_stream = torch.cuda.Stream() if self.device.type == "cuda" else None
         self._last_copy = None     # event of the last records copy out of a graph's buffers
 
@@ -312,11 +351,15 @@ class FastEngine(Engine):
         return self._to_host(real, seeds)
 
     def _graph_for(self, inputs: _BatchInputs) -> _GraphedBatch:
-        key = (inputs.games.batch_size, self.cfg.n_samples)
-        if key not in self._graphs:
-            self._graphs[key] = _GraphedBatch(self.step, inputs, self.device,
-                                              self.cfg.store_worlds)
-        return self._graphs[key]
+        return self.graph_cache.get((inputs.games.batch_size, self.cfg.n_samples), inputs)
+
+    def _capture(self, inputs: _BatchInputs) -> _GraphedBatch:
+        return _GraphedBatch(self.step, inputs, self.device, self.cfg.store_worlds)
+
+    def _wait_last_copy(self) -> None:
+        """Before a graph is dropped: its buffers may still be the source of a copy."""
+        if self._last_copy is not None:
+            self._last_copy.synchronize()
 
     def _to_host(self, stacked: dict, seeds) -> _Finished:
         """One asynchronous copy of the batch's record fields into pinned host memory, on

@@ -35,6 +35,7 @@ stages agree to the tolerance stated in the tests).
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -59,6 +60,29 @@ STREAM_POLICY = 2
 N_DECISIONS = 28
 
 
+ORACLE_PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+@contextmanager
+def oracle_precision(precision: str, device: torch.device):
+    """The arithmetic of the network forwards inside: 'fp32' as the process has it, 'tf32'
+    (float32 matmuls may round their inputs to TF32 on CUDA: torch's "high" matmul
+    precision, restored on exit) or 'bf16' (autocast to bfloat16, which reaches the
+    TorchScript oracle too). A captured CUDA graph keeps the kernels chosen at capture."""
+    if precision == "bf16":
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            yield
+    elif precision == "tf32":
+        saved = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high")
+        try:
+            yield
+        finally:
+            torch.set_float32_matmul_precision(saved)
+    else:
+        yield
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     n_samples: int = 100                      # N worlds per decision
@@ -73,8 +97,14 @@ class EngineConfig:
     # transformer: ~3.7 GB per feed-forward activation at 32K rows) while a uniform step
     # of 256 games x N = 100 (25.6K rows) stays one call
     oracle_chunk: int = 32768
+    # arithmetic of the network forward (see oracle_precision): fp32, tf32 (CUDA matmuls
+    # with TF32 inputs) or bf16 (autocast); records differ from fp32 by the rounding
+    oracle_precision: str = "fp32"
 
     def __post_init__(self):
+        if self.oracle_precision not in ORACLE_PRECISIONS:
+            raise ValueError(f"oracle_precision must be one of {', '.join(ORACLE_PRECISIONS)}, "
+                             f"got {self.oracle_precision!r}")
         if self.n_samples < 1:
             raise ValueError(f"n_samples must be >= 1, got {self.n_samples}")
         if self.sem is not None and (self.sem <= 0 or self.max_samples < self.n_samples):
@@ -272,7 +302,7 @@ class Engine:
 
             def fetch(rows):
                 return self.oracle.query(batch.select(rows))
-        with stage("oracle"):
+        with stage("oracle"), oracle_precision(cfg.oracle_precision, self.device):
             q_u, legal_u = self._query_cached(fetch, rep, ranks, gid, cache)
         self.world_rows += G * n
         # integrity (OracleBatch path): the oracle's legal slots, computed from each world's
@@ -330,7 +360,7 @@ class Engine:
         g_of_u = torch.div(rep, n, rounding_mode="floor")
         step_ok = prefix.valid[g_of_u]                                     # [U, K]
         rows = (rep[:, None] * K + torch.arange(K, device=rep.device))[step_ok]
-        with stage("oracle"):
+        with stage("oracle"), oracle_precision(cfg.oracle_precision, self.device):
             q_u = torch.zeros(len(rep), K, 7, device=self.device)
             l_u = torch.zeros(len(rep), K, 7, dtype=torch.bool, device=self.device)
             if len(rows):
