@@ -68,3 +68,33 @@ def test_label_game_rows_are_consistent():
     hands = deal_from_seed(7).astype(np.int64)
     v = solve(hands.tolist(), int(rows["decl"][0]), int(rows["leader"][0]), actor_frame=True).v
     assert rows["q"][0][rows["legal"][0]].max() == v
+
+
+def test_exact_oracle_threads_give_identical_q():
+    b = OracleBatch.cat([position_of(h, s) for h, s in positions(40, seed=3)])
+    q1, legal1 = ExactOracle(threads=1).query(b)
+    q2, legal2 = ExactOracle(threads=2).query(b)
+    assert torch.equal(q1, q2) and torch.equal(legal1, legal2)
+    with pytest.raises(ValueError, match="threads"):
+        ExactOracle(threads=0)
+
+
+def test_generate_records_do_not_depend_on_threads(tmp_path):
+    """eqfast-generate --threads sets torch's threads and, through them, the exact oracle's
+    C threads; the records must be identical."""
+    from eqfast.cli import generate
+    from eqfast.data.shards import read_dataset
+
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            assert generate.main(["--out", str(tmp_path / f"t{threads}"), "--games", "2",
+                                  "--games-per-batch", "2", "--n-samples", "6", "--oracle",
+                                  "exact", "--threads", str(threads), "--quiet"]) == 0
+    finally:
+        torch.set_num_threads(before)
+    for split in ("train", "val", "test"):
+        (r1, _), (r2, _) = (read_dataset(tmp_path / f"t{t}", split) for t in (1, 2))
+        assert r1.tensors.keys() == r2.tensors.keys()
+        for name, x in r1.tensors.items():
+            assert torch.equal(x, r2.tensors[name]), name

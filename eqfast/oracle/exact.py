@@ -52,7 +52,16 @@ class ExactOracle:
 
     All rows go to the solver in one C call (`eqfast.solver.q_batch`), in batch order, so
     consecutive rows of one deal share the transposition table; the conversion from slot
-    space (hands + 7-bit masks) to tile masks and back is vectorized."""
+    space (hands + 7-bit masks) to tile masks and back is vectorized.
+
+    threads: C threads solving the rows of a call in parallel; None follows
+    torch.get_num_threads() at each query, so eqfast-generate's --threads (which sets
+    torch's thread count) sets it too. Q is exact, hence identical for every thread count."""
+
+    def __init__(self, threads: int | None = None):
+        if threads is not None and not 1 <= threads <= 64:
+            raise ValueError(f"threads must be 1..64 or None, got {threads}")
+        self.threads = threads
 
     def query(self, batch: OracleBatch) -> tuple[torch.Tensor, torch.Tensor]:
         from ..solver import ILLEGAL, q_batch
@@ -69,8 +78,10 @@ class ExactOracle:
         bits = (batch.remaining.cpu()[..., None] >> torch.arange(7)) & 1            # [N,4,7]
         tile_bit = torch.where(hands >= 0, 1 << hands.clamp(min=0), torch.zeros_like(hands))
         masks = (tile_bit * bits).sum(-1)                                             # [N,4]
+        threads = self.threads or min(max(torch.get_num_threads(), 1), 64)
         q28 = torch.from_numpy(q_batch(masks.numpy(), batch.decl.cpu().numpy(),
-                                       batch.leader.cpu().numpy(), batch.trick.cpu().numpy()))
+                                       batch.leader.cpu().numpy(), batch.trick.cpu().numpy(),
+                                       threads=threads))
         rows = torch.arange(len(batch))
         actor = batch.actor.cpu()
         slot_tiles = hands[rows, actor]                                               # [N,7]
@@ -90,11 +101,11 @@ class HybridOracle:
     (a position with 3 tricks left is a few hundred nodes). Late-hand labels become exact
     for a small share of the time. Same protocol as both parts."""
 
-    def __init__(self, network, exact_tricks: int = 3):
+    def __init__(self, network, exact_tricks: int = 3, threads: int | None = None):
         if not 0 <= exact_tricks <= 7:
             raise ValueError(f"exact_tricks must be 0..7, got {exact_tricks}")
         self.network = network
-        self.exact = ExactOracle()
+        self.exact = ExactOracle(threads)
         self.exact_tricks = exact_tricks
 
     def query(self, batch: OracleBatch) -> tuple[torch.Tensor, torch.Tensor]:

@@ -20,14 +20,17 @@ API
     by ``state`` are not included).
 ``q_values(hands, decl, leader, trick=(), actor_frame=False) -> dict[int, int]``
     Only Q (no PV): the fast path for labeling one position.
-``q_batch(hands, decl, leader, trick) -> np.ndarray [N, 28] int8``
+``q_batch(hands, decl, leader, trick, threads=1) -> np.ndarray [N, 28] int8``
     Many positions in one C call (numpy in, numpy out); Q in the team-0 frame of every tile
-    the actor may legally play, ``ILLEGAL`` (-128) elsewhere.
+    the actor may legally play, ``ILLEGAL`` (-128) elsewhere. ``threads`` C worker threads
+    share the rows (the GIL is released while they search); Q is exact, so the result does
+    not depend on the thread count.
 
 Speed: the transposition table (TT) persists across calls as long as they stay on one deal
 (same declaration and no tile changes owner), so labeling the positions of one game in
 order reuses the work of the earlier ones; a call on another deal invalidates it in O(1).
-The solver keeps global state: not thread-safe (it holds the GIL while searching).
+Each worker thread owns a TT; calls from several Python threads are serialized by a lock
+inside the extension (taken with the GIL released).
 """
 from __future__ import annotations
 
@@ -117,12 +120,14 @@ def q_values(hands, decl: int, leader: int, trick: Sequence[int] = (),
     return solve(hands, decl, leader, trick, actor_frame, pv=False).q
 
 
-def q_batch(hands, decl, leader, trick) -> np.ndarray:
+def q_batch(hands, decl, leader, trick, threads: int = 1) -> np.ndarray:
     """Q [N, 28] int8 (team-0 frame) of N positions in one C call; ILLEGAL where not legal.
 
     hands: [N, 4] hand bit masks (bit t = tile t still in hand) or [N, 4, 28] bool;
     decl, leader: [N]; trick: [N, 3] tile ids in play order from leader, -1 padded.
-    Order positions of the same deal consecutively so they share the TT.
+    threads: C worker threads (1..64) solving the rows in parallel, GIL released.
+    Order positions of the same deal consecutively so they share the TT (each thread takes
+    runs of 4 consecutive rows).
     """
     h = np.asarray(hands)
     if h.ndim == 3:
@@ -147,6 +152,7 @@ def q_batch(hands, decl, leader, trick) -> np.ndarray:
         np.ascontiguousarray(d, dtype=np.uint8).tobytes(),
         np.ascontiguousarray(ld, dtype=np.uint8).tobytes(),
         np.ascontiguousarray(tr, dtype=np.int8).tobytes(),
+        int(threads),
     )
     return np.frombuffer(q, dtype=np.int8).reshape(n, N_TILES).copy()
 

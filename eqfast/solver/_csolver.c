@@ -22,6 +22,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,7 @@
 #define TILE_BITS ((1u << N_TILES) - 1u)
 #define NO_TILE 0xFF
 #define INF 127 /* wider than any value to go, |V| <= 42 */
+#define MAX_THREADS 64
 
 /* ---------------------------------------------------------------- rules tables */
 
@@ -45,15 +48,22 @@ static int g_count_values[N_TILES];
 static int g_n_count_values = 0;
 static int g_tables_ready = 0;
 
-/* Equivalent tiles, derived from the four tables above (no rule of their own). Two tiles
- * a, b of one hand are interchangeable when they follow the same suits, lead the same suit,
- * carry the same count, and compare the same way (<, =, >) with every tile x still in play
- * outside that hand under every led suit. g_same_kind[d][a] has b set when the static part
- * holds; g_between[d][a][b] holds the tiles x whose comparison with a and b differs under
- * some suit. At a node, b is skipped after a when no tile of g_between is still live.
- * In practice this finds runs of trumps (and of doubles under decl 8). */
+/* Equivalent tiles, derived from the four tables above (no rule of their own). Playing a
+ * and keeping b, or playing b and keeping a (same hand), lead to positions that are the same
+ * game with a and b swapped, hence the same value, when a and b carry the same count, lead
+ * the same suit, and agree under every suit s that still matters: s is the suit a trick
+ * could be led in while a or b is in play (the current trick's suit, their own suit, and
+ * every suit another seat could still lead), and "agree" means both follow s or neither
+ * does, and each live tile x outside the hand compares with a as it does with b under s.
+ * Suits nobody else can lead any more stop mattering, so late in the hand tiles like 6-1
+ * and 6-2 become interchangeable once the ones and twos are gone.
+ * g_same_kind[d][a]: tiles b with the same count and led suit; g_member_diff[d][a][b]: the
+ * suits exactly one of a, b follows; g_between[d][a][b][s]: the tiles x whose comparison
+ * with a and with b differs under s. */
+static uint32_t g_lead_mask[N_DECLS][N_SUITS];   /* tiles that open suit s when led */
 static uint32_t g_same_kind[N_DECLS][N_TILES];
-static uint32_t g_between[N_DECLS][N_TILES][N_TILES];
+static uint8_t g_member_diff[N_DECLS][N_TILES][N_TILES];
+static uint32_t g_between[N_DECLS][N_TILES][N_TILES][N_SUITS];
 
 static inline int popcount(uint32_t x) { return __builtin_popcount(x); }
 
@@ -75,40 +85,66 @@ static inline int count_points(uint32_t tiles) {
 
 typedef struct {
     uint32_t key;  /* remaining-tile mask << 2 | leader */
-    uint16_t gen;  /* entry is valid only when gen == g_gen */
+    uint16_t gen;  /* entry is valid only when gen == the table's gen */
     int8_t lo, hi; /* lower and upper bound of V (team-0 frame) */
 } TTEntry;
 
-static TTEntry *g_tt = NULL;
-static uint8_t *g_tt_best = NULL; /* best lead found at the entry (NO_TILE: none) */
-static uint16_t g_gen = 1;
-static int g_deal_decl = -1;          /* declaration of the current generation */
-static int8_t g_owner[N_TILES];       /* seat of each tile seen in this generation, -1 unseen */
-static long long g_generations = 1;   /* statistics */
+/* One TT with its deal bookkeeping; each worker thread owns one (g_tables[i]). */
+typedef struct {
+    TTEntry *tt;
+    uint8_t *best;          /* best lead found at the entry (NO_TILE: none) */
+    uint16_t gen;
+    int deal_decl;          /* declaration of the current generation */
+    int8_t owner[N_TILES];  /* seat of each tile seen in this generation, -1 unseen */
+    long long generations;  /* statistics */
+} Table;
 
-static void new_generation(int decl) {
-    g_gen++;
-    if (g_gen == 0) { /* wrapped: old entries could look valid again */
-        memset(g_tt, 0, sizeof(TTEntry) * TT_SIZE);
-        g_gen = 1;
+static Table g_tables[MAX_THREADS];
+/* Held (with the GIL released) by every call that searches: the tables are shared state. */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void new_generation(Table *tab, int decl) {
+    tab->gen++;
+    if (tab->gen == 0) { /* wrapped: old entries could look valid again */
+        memset(tab->tt, 0, sizeof(TTEntry) * TT_SIZE);
+        tab->gen = 1;
     }
-    g_generations++;
-    g_deal_decl = decl;
-    memset(g_owner, -1, sizeof g_owner);
+    tab->generations++;
+    tab->deal_decl = decl;
+    memset(tab->owner, -1, sizeof tab->owner);
 }
 
 /* Keep the TT when `hands` is consistent with the current generation's deal, start a new
  * generation otherwise. Only tiles still in hand matter: a TT key contains only those. */
-static void enter_deal(const uint32_t hands[N_SEATS], int decl) {
-    int conflict = decl != g_deal_decl;
+static void enter_deal(Table *tab, const uint32_t hands[N_SEATS], int decl) {
+    int conflict = decl != tab->deal_decl;
     for (int p = 0; p < N_SEATS && !conflict; p++)
         for (uint32_t h = hands[p]; h; h &= h - 1) {
             int t = __builtin_ctz(h);
-            if (g_owner[t] != -1 && g_owner[t] != p) { conflict = 1; break; }
+            if (tab->owner[t] != -1 && tab->owner[t] != p) { conflict = 1; break; }
         }
-    if (conflict) new_generation(decl);
+    if (conflict) new_generation(tab, decl);
     for (int p = 0; p < N_SEATS; p++)
-        for (uint32_t h = hands[p]; h; h &= h - 1) g_owner[__builtin_ctz(h)] = (int8_t)p;
+        for (uint32_t h = hands[p]; h; h &= h - 1) tab->owner[__builtin_ctz(h)] = (int8_t)p;
+}
+
+/* Allocate the TTs of tables [0, n); 0 or -1 when out of memory. No Python calls (runs
+ * without the GIL). */
+static int ensure_tables(int n) {
+    for (int i = 0; i < n; i++) {
+        Table *tab = &g_tables[i];
+        if (tab->tt) continue;
+        tab->tt = calloc(TT_SIZE, sizeof(TTEntry));
+        tab->best = malloc(TT_SIZE);
+        if (!tab->tt || !tab->best) {
+            free(tab->tt); free(tab->best); tab->tt = NULL; tab->best = NULL;
+            return -1;
+        }
+        memset(tab->best, NO_TILE, TT_SIZE);
+        tab->gen = 0;
+        new_generation(tab, -1);
+    }
+    return 0;
 }
 
 static inline uint32_t tt_index(uint32_t key) {
@@ -122,8 +158,11 @@ typedef struct {
     const uint32_t *follow;            /* g_follow_mask[decl] */
     const int8_t (*rank)[N_TILES];     /* g_rank[decl] */
     const int8_t *led_suit;            /* g_led_suit[decl] */
+    const uint32_t *lead_mask;         /* g_lead_mask[decl] */
     const uint32_t *same_kind;         /* g_same_kind[decl] */
-    const uint32_t (*between)[N_TILES];/* g_between[decl] */
+    const uint8_t (*member_diff)[N_TILES];              /* g_member_diff[decl] */
+    const uint32_t (*between)[N_TILES][N_SUITS];        /* g_between[decl] */
+    Table *tab;                        /* this thread's TT */
     long long nodes;                   /* tiles played in the search */
 } Search;
 
@@ -192,16 +231,25 @@ static int order_moves(const Search *s, const Trick *tr, uint32_t legal, int fir
 
 static int in_trick(Search *s, const Trick *tr, int alpha, int beta, int *best_tile);
 
-/* A tile of `done` (same hand, already searched) that t is interchangeable with, or -1. */
+/* A tile of `done` (same hand, already searched) that t is interchangeable with, or -1
+ * (see g_same_kind above). */
 static inline int equivalent_tile(const Search *s, const Trick *tr, int seat, int t,
                                   uint32_t done) {
     uint32_t cand = s->same_kind[t] & done;
     if (!cand) return -1;
-    uint32_t live = (s->hand[0] | s->hand[1] | s->hand[2] | s->hand[3]) & ~s->hand[seat];
+    uint32_t others = (s->hand[0] | s->hand[1] | s->hand[2] | s->hand[3]) & ~s->hand[seat];
+    uint32_t live = others;
     for (int i = 0; i < tr->n; i++) live |= 1u << tr->tiles[i];
+    unsigned need = 1u << s->led_suit[t];
+    if (tr->n) need |= 1u << tr->led;
+    for (int st = 0; st < N_SUITS; st++)
+        if (s->lead_mask[st] & others) need |= 1u << st;
     for (; cand; cand &= cand - 1) {
         int b = __builtin_ctz(cand);
-        if (!(s->between[t][b] & live)) return b;
+        if (s->member_diff[t][b] & need) continue;
+        uint32_t differ = 0;
+        for (unsigned u = need; u; u &= u - 1) differ |= s->between[t][b][__builtin_ctz(u)];
+        if (!(differ & live)) return b;
     }
     return -1;
 }
@@ -274,9 +322,10 @@ static int boundary(Search *s, int leader, int alpha, int beta) {
 
     uint32_t key = rem << 2 | (uint32_t)leader;
     uint32_t idx = tt_index(key);
-    TTEntry *e = &g_tt[idx];
+    Table *tab = s->tab;
+    TTEntry *e = &tab->tt[idx];
     int lo = -bound, hi = bound, first = NO_TILE;
-    if (e->gen == g_gen && e->key == key) {
+    if (e->gen == tab->gen && e->key == key) {
         lo = e->lo;
         hi = e->hi;
         if (lo >= beta) return lo;
@@ -284,7 +333,7 @@ static int boundary(Search *s, int leader, int alpha, int beta) {
         if (lo == hi) return lo;
         if (lo > alpha) alpha = lo;
         if (hi < beta) beta = hi;
-        first = g_tt_best[idx];
+        first = tab->best[idx];
     }
     Trick tr = {leader, 0, 0, 0, 0, 0, {0}};
     int best_t = first;
@@ -294,10 +343,10 @@ static int boundary(Search *s, int leader, int alpha, int beta) {
     else if (v >= beta) lo = v;
     else lo = hi = v;
     e->key = key;
-    e->gen = g_gen;
+    e->gen = tab->gen;
     e->lo = (int8_t)lo;
     e->hi = (int8_t)hi;
-    g_tt_best[idx] = (uint8_t)best_t;
+    tab->best[idx] = (uint8_t)best_t;
     return v;
 }
 
@@ -352,13 +401,16 @@ static const char *check_state(const uint32_t hands[N_SEATS], int decl, int lead
     return NULL;
 }
 
-static void search_init(Search *s, const uint32_t hands[N_SEATS], int decl) {
+static void search_init(Search *s, Table *tab, const uint32_t hands[N_SEATS], int decl) {
     memcpy(s->hand, hands, sizeof s->hand);
+    s->tab = tab;
     s->follow = g_follow_mask[decl];
     s->rank = (const int8_t(*)[N_TILES])g_rank[decl];
     s->led_suit = g_led_suit[decl];
+    s->lead_mask = g_lead_mask[decl];
     s->same_kind = g_same_kind[decl];
-    s->between = (const uint32_t(*)[N_TILES])g_between[decl];
+    s->member_diff = (const uint8_t(*)[N_TILES])g_member_diff[decl];
+    s->between = (const uint32_t(*)[N_TILES][N_SUITS])g_between[decl];
     s->nodes = 0;
 }
 
@@ -475,48 +527,49 @@ static int parse_trick(PyObject *obj, int trick[3], int *n_trick) {
     return 0;
 }
 
-static int ensure_tt(void) {
-    if (g_tt) return 0;
-    g_tt = calloc(TT_SIZE, sizeof(TTEntry));
-    g_tt_best = malloc(TT_SIZE);
-    if (!g_tt || !g_tt_best) {
-        free(g_tt); free(g_tt_best); g_tt = NULL; g_tt_best = NULL;
-        PyErr_NoMemory();
-        return -1;
-    }
-    memset(g_tt_best, NO_TILE, TT_SIZE);
-    return 0;
-}
-
 static inline int sign(int x) { return (x > 0) - (x < 0); }
 
 static void build_equivalence_tables(void) {
-    for (int d = 0; d < N_DECLS; d++)
+    for (int d = 0; d < N_DECLS; d++) {
+        for (int st = 0; st < N_SUITS; st++) {
+            g_lead_mask[d][st] = 0;
+            for (int t = 0; t < N_TILES; t++)
+                if (g_led_suit[d][t] == st) g_lead_mask[d][st] |= 1u << t;
+        }
         for (int a = 0; a < N_TILES; a++) {
             g_same_kind[d][a] = 0;
             for (int b = 0; b < N_TILES; b++) {
-                int same = a != b && g_led_suit[d][a] == g_led_suit[d][b] &&
-                           g_points[a] == g_points[b];
-                for (int st = 0; st < N_SUITS && same; st++)
-                    same = (g_follow_mask[d][st] >> a & 1) == (g_follow_mask[d][st] >> b & 1);
-                if (same) g_same_kind[d][a] |= 1u << b;
-                uint32_t between = 0;
-                for (int x = 0; x < N_TILES; x++) {
-                    if (x == a || x == b) continue;
-                    for (int st = 0; st < N_SUITS; st++) {
-                        const int8_t *r = g_rank[d][st];
-                        if (sign(r[a] - r[x]) != sign(r[b] - r[x])) { between |= 1u << x; break; }
-                    }
+                if (a != b && g_led_suit[d][a] == g_led_suit[d][b] && g_points[a] == g_points[b])
+                    g_same_kind[d][a] |= 1u << b;
+                uint8_t diff = 0;
+                for (int st = 0; st < N_SUITS; st++) {
+                    if ((g_follow_mask[d][st] >> a & 1) != (g_follow_mask[d][st] >> b & 1))
+                        diff |= (uint8_t)(1u << st);
+                    const int8_t *r = g_rank[d][st];
+                    uint32_t between = 0;
+                    for (int x = 0; x < N_TILES; x++)
+                        if (x != a && x != b && sign(r[a] - r[x]) != sign(r[b] - r[x]))
+                            between |= 1u << x;
+                    g_between[d][a][b][st] = between;
                 }
-                g_between[d][a][b] = between;
+                g_member_diff[d][a][b] = diff;
             }
         }
+    }
 }
 
 PyDoc_STRVAR(init_tables_doc,
 "init_tables(follow_mask, rank, led_suit, points)\n\n"
 "Copy the rules tables in (bytes): follow_mask uint32 little-endian [10, 8], rank int8\n"
-"[10, 8, 28], led_suit int8 [10, 28], points int8 [28]. Invalidates the TT.");
+"[10, 8, 28], led_suit int8 [10, 28], points int8 [28]. Invalidates every TT.");
+
+/* Takes g_lock without holding the GIL (a search in another thread holds the lock and may
+ * wait for the GIL when it ends). */
+static void lock_tables(void) {
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&g_lock);
+    Py_END_ALLOW_THREADS
+}
 
 static PyObject *py_init_tables(PyObject *self, PyObject *args) {
     Py_buffer fm, rk, ls, pt;
@@ -527,7 +580,12 @@ static PyObject *py_init_tables(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "init_tables: a table has the wrong size");
         goto done;
     }
-    if (ensure_tt() < 0) goto done;
+    lock_tables();
+    if (ensure_tables(1) < 0) {
+        pthread_mutex_unlock(&g_lock);
+        PyErr_NoMemory();
+        goto done;
+    }
     memcpy(g_follow_mask, fm.buf, sizeof g_follow_mask);
     memcpy(g_rank, rk.buf, sizeof g_rank);
     memcpy(g_led_suit, ls.buf, sizeof g_led_suit);
@@ -542,7 +600,9 @@ static PyObject *py_init_tables(PyObject *self, PyObject *args) {
     }
     build_equivalence_tables();
     g_tables_ready = 1;
-    new_generation(-1);
+    for (int i = 0; i < MAX_THREADS; i++)
+        if (g_tables[i].tt) new_generation(&g_tables[i], -1);
+    pthread_mutex_unlock(&g_lock);
     ret = Py_None;
     Py_INCREF(ret);
 done:
@@ -571,11 +631,15 @@ static PyObject *py_solve(PyObject *self, PyObject *args, PyObject *kwargs) {
     const char *err = check_state(hands, decl, leader, trick, n_trick);
     if (err) { PyErr_SetString(PyExc_ValueError, err); return NULL; }
 
-    enter_deal(hands, decl);
     Search s;
-    search_init(&s, hands, decl);
     Solution sol;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&g_lock);
+    enter_deal(&g_tables[0], hands, decl);
+    search_init(&s, &g_tables[0], hands, decl);
     solve_position(&s, leader, trick, n_trick, want_pv, &sol);
+    pthread_mutex_unlock(&g_lock);
+    Py_END_ALLOW_THREADS
 
     PyObject *q = PyTuple_New(sol.n_moves);
     PyObject *pv = PyList_New(sol.pv_len);
@@ -586,27 +650,79 @@ static PyObject *py_solve(PyObject *self, PyObject *args, PyObject *kwargs) {
     return Py_BuildValue("(iNNL)", sol.v, q, pv, s.nodes);
 }
 
-PyDoc_STRVAR(q_batch_doc,
-"q_batch(hands, decl, leader, trick) -> (q, nodes)\n\n"
-"Many positions in one call, in order (consecutive positions of one deal share the TT).\n"
-"hands: bytes of N*4 uint32 little-endian masks; decl, leader: bytes of N uint8; trick:\n"
-"bytes of N*3 int8 tile ids, -1 padded. Returns q: bytes of N*28 int8, Q (team-0 frame)\n"
-"of each tile the actor may legally play, -128 elsewhere; nodes: total tiles played.");
+/* A batch of checked rows shared by the worker threads. Rows are handed out in chunks of
+ * BATCH_CHUNK consecutive rows, so consecutive positions of one deal (a game labelled in
+ * order) mostly land on the same thread and share its TT. Q is exact whatever the TT holds,
+ * so the output does not depend on the number of threads or on the schedule. */
+#define BATCH_CHUNK 4
 
-static PyObject *py_q_batch(PyObject *self, PyObject *args) {
+typedef struct {
+    const uint8_t *hands_bytes; /* N*16 bytes, copied row by row (may be unaligned) */
+    const uint8_t *decl, *leader;
+    const int8_t *trick;
+    int8_t *q;
+    Py_ssize_t n;
+    atomic_llong next;
+    atomic_llong nodes;
+} Batch;
+
+typedef struct {
+    Batch *batch;
+    Table *tab;
+} Worker;
+
+static void *batch_worker(void *arg) {
+    Worker *w = arg;
+    Batch *b = w->batch;
+    long long nodes = 0;
+    for (;;) {
+        long long r0 = atomic_fetch_add(&b->next, BATCH_CHUNK);
+        if (r0 >= b->n) break;
+        long long r1 = r0 + BATCH_CHUNK < b->n ? r0 + BATCH_CHUNK : b->n;
+        for (long long r = r0; r < r1; r++) {
+            uint32_t hands[N_SEATS];
+            memcpy(hands, b->hands_bytes + r * 16, 16);
+            int decl = b->decl[r], leader = b->leader[r];
+            int trick[3], n_trick = 0;
+            for (int i = 0; i < 3 && b->trick[r * 3 + i] >= 0; i++) trick[n_trick++] = b->trick[r * 3 + i];
+            enter_deal(w->tab, hands, decl);
+            Search s;
+            search_init(&s, w->tab, hands, decl);
+            Solution sol;
+            solve_position(&s, leader, trick, n_trick, 0, &sol);
+            for (int i = 0; i < sol.n_moves; i++) b->q[r * N_TILES + sol.moves[i]] = sol.q[i];
+            nodes += s.nodes;
+        }
+    }
+    atomic_fetch_add(&b->nodes, nodes);
+    return NULL;
+}
+
+PyDoc_STRVAR(q_batch_doc,
+"q_batch(hands, decl, leader, trick, threads=1) -> (q, nodes)\n\n"
+"Many positions in one call (consecutive positions of one deal share a TT).\n"
+"hands: bytes of N*4 uint32 little-endian masks; decl, leader: bytes of N uint8; trick:\n"
+"bytes of N*3 int8 tile ids, -1 padded. threads: worker threads (the GIL is released while\n"
+"they search; the result does not depend on it). Returns q: bytes of N*28 int8, Q (team-0\n"
+"frame) of each tile the actor may legally play, -128 elsewhere; nodes: total tiles played.");
+
+static PyObject *py_q_batch(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"hands", "decl", "leader", "trick", "threads", NULL};
     Py_buffer hb, db, lb, tb;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*", &hb, &db, &lb, &tb)) return NULL;
+    int threads = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*y*y*y*|i", kwlist, &hb, &db, &lb, &tb,
+                                     &threads))
+        return NULL;
     PyObject *ret = NULL, *qbytes = NULL;
     Py_ssize_t n = db.len;
     if (hb.len != n * 16 || lb.len != n || tb.len != n * 3) {
         PyErr_SetString(PyExc_ValueError, "q_batch: hands must be N*16 bytes, leader N, trick N*3");
         goto done;
     }
-    qbytes = PyBytes_FromStringAndSize(NULL, n * N_TILES);
-    if (!qbytes) goto done;
-    int8_t *q = (int8_t *)PyBytes_AS_STRING(qbytes);
-    memset(q, -128, (size_t)(n * N_TILES));
-    long long nodes = 0;
+    if (threads < 1 || threads > MAX_THREADS) {
+        PyErr_Format(PyExc_ValueError, "q_batch: threads must be 1..%d", MAX_THREADS);
+        goto done;
+    }
     for (Py_ssize_t r = 0; r < n; r++) {
         uint32_t hands[N_SEATS];
         memcpy(hands, (const char *)hb.buf + r * 16, 16);
@@ -620,18 +736,42 @@ static PyObject *py_q_batch(PyObject *self, PyObject *args) {
         const char *err = check_state(hands, decl, leader, trick, n_trick);
         if (err) {
             PyErr_Format(PyExc_ValueError, "q_batch row %zd: %s", r, err);
-            Py_CLEAR(qbytes);
             goto done;
         }
-        enter_deal(hands, decl);
-        Search s;
-        search_init(&s, hands, decl);
-        Solution sol;
-        solve_position(&s, leader, trick, n_trick, 0, &sol);
-        for (int i = 0; i < sol.n_moves; i++) q[r * N_TILES + sol.moves[i]] = sol.q[i];
-        nodes += s.nodes;
     }
-    ret = Py_BuildValue("(NL)", qbytes, nodes);
+    qbytes = PyBytes_FromStringAndSize(NULL, n * N_TILES);
+    if (!qbytes) goto done;
+    Batch batch = {hb.buf, db.buf, lb.buf, tb.buf, (int8_t *)PyBytes_AS_STRING(qbytes), n};
+    atomic_init(&batch.next, 0);
+    atomic_init(&batch.nodes, 0);
+    memset(batch.q, -128, (size_t)(n * N_TILES));
+    if (threads > (n + BATCH_CHUNK - 1) / BATCH_CHUNK) threads = (int)((n + BATCH_CHUNK - 1) / BATCH_CHUNK);
+    if (threads < 1) threads = 1;
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&g_lock);
+    if (ensure_tables(threads) < 0) {
+        failed = 1;
+    } else {
+        Worker workers[MAX_THREADS];
+        pthread_t tids[MAX_THREADS];
+        int started = 0;
+        for (int i = 0; i < threads; i++) workers[i] = (Worker){&batch, &g_tables[i]};
+        /* The calling thread is worker 0; a thread that fails to start leaves its rows to
+         * the others. */
+        for (int i = 1; i < threads; i++)
+            if (pthread_create(&tids[started], NULL, batch_worker, &workers[i]) == 0) started++;
+        batch_worker(&workers[0]);
+        for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
+    }
+    pthread_mutex_unlock(&g_lock);
+    Py_END_ALLOW_THREADS
+    if (failed) {
+        PyErr_NoMemory();
+        Py_CLEAR(qbytes);
+        goto done;
+    }
+    ret = Py_BuildValue("(NL)", qbytes, (long long)atomic_load(&batch.nodes));
 done:
     PyBuffer_Release(&hb); PyBuffer_Release(&db); PyBuffer_Release(&lb); PyBuffer_Release(&tb);
     return ret;
@@ -641,21 +781,31 @@ PyDoc_STRVAR(clear_doc, "clear()\n\nInvalidate every TT entry (start a new gener
 
 static PyObject *py_clear(PyObject *self, PyObject *unused) {
     if (!g_tables_ready) { PyErr_SetString(PyExc_RuntimeError, "init_tables() has not been called"); return NULL; }
-    new_generation(-1);
+    lock_tables();
+    for (int i = 0; i < MAX_THREADS; i++)
+        if (g_tables[i].tt) new_generation(&g_tables[i], -1);
+    pthread_mutex_unlock(&g_lock);
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(stats_doc, "stats() -> dict\n\nTT size and the number of generations so far.");
+PyDoc_STRVAR(stats_doc, "stats() -> dict\n\nTT size (per thread), tables allocated, generations so far.");
 
 static PyObject *py_stats(PyObject *self, PyObject *unused) {
-    return Py_BuildValue("{s:I,s:I,s:L}", "tt_entries", TT_SIZE, "tt_bytes",
-                         (unsigned)(TT_SIZE * (sizeof(TTEntry) + 1)), "generations", g_generations);
+    long long generations = 0;
+    int allocated = 0;
+    lock_tables();
+    for (int i = 0; i < MAX_THREADS; i++)
+        if (g_tables[i].tt) { allocated++; generations += g_tables[i].generations; }
+    pthread_mutex_unlock(&g_lock);
+    return Py_BuildValue("{s:I,s:I,s:i,s:L}", "tt_entries", TT_SIZE, "tt_bytes",
+                         (unsigned)(TT_SIZE * (sizeof(TTEntry) + 1)), "tables", allocated,
+                         "generations", generations);
 }
 
 static PyMethodDef methods[] = {
     {"init_tables", py_init_tables, METH_VARARGS, init_tables_doc},
     {"solve", (PyCFunction)(void (*)(void))py_solve, METH_VARARGS | METH_KEYWORDS, solve_doc},
-    {"q_batch", py_q_batch, METH_VARARGS, q_batch_doc},
+    {"q_batch", (PyCFunction)(void (*)(void))py_q_batch, METH_VARARGS | METH_KEYWORDS, q_batch_doc},
     {"clear", py_clear, METH_NOARGS, clear_doc},
     {"stats", py_stats, METH_NOARGS, stats_doc},
     {NULL, NULL, 0, NULL},
