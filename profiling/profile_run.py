@@ -404,6 +404,9 @@ def parse_args(argv=None):
                         "a GPU) per decision step by stage")
     p.add_argument("--top", type=int, default=15, help="profiler ops to list (default 15)")
     p.add_argument("--json", type=Path, metavar="OUT.json", help="also write the summary as JSON")
+    p.add_argument("--jsonl", type=Path, metavar="RUNS.jsonl",
+                   help="also append the summary as one JSON line (with --label) to this file")
+    p.add_argument("--label", default="", help="a name for this run in --jsonl (default empty)")
     args = p.parse_args(argv)
     for name in ("games", "batches", "n_samples"):
         if getattr(args, name) < 1:
@@ -462,6 +465,9 @@ def main(argv=None) -> int:
     summary.update(device=str(engine.device), backend=engine.backend.name,
                    pipeline=pipeline_name(engine), oracle=oracle_label,
                    n_samples=args.n_samples, posterior=args.posterior, sync=args.sync,
+                   games_per_batch=args.games, batches=args.batches, warmup=args.warmup,
+                   graphs=bool(getattr(engine, "graphs", False)),
+                   oracle_precision=engine.cfg.oracle_precision, label=args.label,
                    torch_threads=torch.get_num_threads(),
                    torch=torch.__version__, triton_interpret=os.environ.get("TRITON_INTERPRET"))
     if engine.device.type == "cuda":
@@ -490,6 +496,9 @@ def main(argv=None) -> int:
               "https://ui.perfetto.dev)")
     if args.json:
         _write_atomic(args.json, lambda p: p.write_text(json.dumps(summary, indent=2) + "\n"))
+    if args.jsonl:
+        with open(args.jsonl, "a") as f:      # one line per run: a killed session keeps the rest
+            f.write(json.dumps({"kind": "profile", **summary}) + "\n")
     return 0
 
 
