@@ -7,12 +7,15 @@ batches of --games-per-batch; each batch is written as one shard per split
 three sidecars exist is complete and skipped, so re-running the same command resumes.
 
 Ctrl+C finishes the batch in flight and writes it (a second Ctrl+C drops it); shards are
-written atomically, so an interrupted run never loses or corrupts a saved shard.
+written atomically, so an interrupted run never loses or corrupts a saved shard. A run
+holds the output directory's lock (a second generator on it is refused), removes the
+temporary files of killed writes, and regenerates a seed range whose files are incomplete.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import signal
 import sys
@@ -22,15 +25,21 @@ from pathlib import Path
 import torch
 
 from ..data.schema import InvariantError, require_invariants
-from ..data.shards import ShardError, completed_seed_ranges, write_split_shards
+from ..data.shards import (OutputError, ShardError, completed_seed_ranges,
+                           incomplete_seed_ranges, lock_output, output_problem, run_metadata,
+                           write_split_shards)
 from ..engine.fast import FastEngine
 from ..engine.pipeline import Engine, EngineConfig
 from ..engine.policy import ExplorationConfig
 from ..engine.posterior import PosteriorConfig
+from ..engine.games import parse_decl_mode
 from ..engine.records import build_metadata, jsonable
-from ..data.shards import run_metadata
 from ..utils.profiling import stage_table
 from ..utils.progress import Progress
+from .common import HelpFormatter, device_problem
+
+#: flags that only act together with another one: {switch: flags it enables}
+DEPENDENT_FLAGS = {"posterior": ("tau", "beta", "window", "delta"), "sem": ("max_samples",)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "games, sample N hidden-hand worlds consistent with what the actor knows, "
                     "query a perfect-information oracle in each, and record E[Q], Var[Q] and "
                     "diagnostics per legal move (dataset schema 2.1, docs/DATASET.md).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     g = p.add_argument_group("run")
     g.add_argument("--out", required=True, type=Path, help="output directory (train/ val/ test/)")
     g.add_argument("--games", type=int, default=64,
@@ -66,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--oracle", default="default",
                    help="'default' (the network shipped in eqfast/models), 'exact' (the solver; "
                         "slow), or a path to oracle weights (.safetensors)")
-    o.add_argument("--device", default="cpu", help="cpu or cuda")
+    o.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     o.add_argument("--backend", choices=["reference", "triton", "auto"], default="auto",
                    help="device stages: pure PyTorch, Triton kernels, or auto (triton on CUDA)")
     o.add_argument("--eager", action="store_true", help="network oracle without TorchScript")
@@ -80,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--no-graphs", action="store_true",
                    help="fast pipeline without CUDA-graph capture (debugging)")
     o.add_argument("--threads", type=int, default=0,
-                   help="torch CPU threads (0 = torch's default; 1 is fastest on a busy machine)")
+                   help="torch CPU threads (0 = as many as torch picks; 1 is fastest on a busy "
+                        "machine)")
 
     s = p.add_argument_group("sampling")
     s.add_argument("--n-samples", type=int, default=100, help="worlds per decision (N)")
@@ -105,14 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_oracle(spec: str, device, eager: bool = False, exact_tricks: int = 0):
-    """(oracle, identity dict) for --oracle; the identity names the weights by SHA-256."""
+    """(oracle, identity dict) for --oracle; the identity names the weights by SHA-256.
+    Raises OracleWeightsError naming the file and what it is when it holds no weights."""
     from ..oracle.exact import ExactOracle, HybridOracle
     if spec == "exact":
         return ExactOracle(), {"name": "exact"}
     from ..oracle.weights import DEFAULT_MODEL, load_oracle as load_path
     path = Path(DEFAULT_MODEL if spec == "default" else spec)
-    if not path.is_file():
-        raise SystemExit(f"eqfast-generate: --oracle {spec}: no such file {path}")
     oracle = load_path(path, device=device, script=not eager)
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     identity = {"name": spec, "path": str(path), "sha256": sha}
@@ -177,14 +186,19 @@ def check_args(args) -> str | None:
     """The first problem with the arguments, or None."""
     for name in ("games", "games_per_batch", "n_samples"):
         if getattr(args, name) < 1:
-            return f"--{name.replace('_', '-')} must be >= 1"
-    for name in ("seed_start", "target_games"):
+            return f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}"
+    for name in ("seed_start", "target_games", "threads"):
         if (getattr(args, name) or 0) < 0:
-            return f"--{name.replace('_', '-')} must be >= 0"
+            return f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}"
     if not 0 <= args.exact_tricks <= 7:
         return "--exact-tricks must be 0..7"
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        return "--device cuda but no CUDA device is available"
+    try:
+        parse_decl_mode(args.decl)
+    except ValueError:
+        return f"--decl must be 'hand', 'uniform' or a declaration 0..9, got {args.decl!r}"
+    problem = device_problem(args.device) or output_problem(args.out)
+    if problem is not None:
+        return problem
     fast = args.pipeline == "fast" or (args.pipeline == "auto" and args.device.startswith("cuda"))
     solver_in_step = args.oracle == "exact" or args.exact_tricks > 0
     if fast and (args.sem is not None or (solver_in_step and args.device.startswith("cuda"))):
@@ -221,8 +235,23 @@ def resume_conflict(out, settings: dict) -> str | None:
             "to a new --out")
 
 
+def unused_flags(args, parser: argparse.ArgumentParser) -> list[str]:
+    """Warnings for flags given a value while the switch they belong to is off."""
+    notes = []
+    for switch, names in DEPENDENT_FLAGS.items():
+        if getattr(args, switch) not in (None, False):
+            continue
+        given = [f"--{n.replace('_', '-')}" for n in names
+                 if getattr(args, n) != parser.get_default(n)]
+        if given:
+            notes.append(f"{', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect "
+                         f"without --{switch}")
+    return notes
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     problem = check_args(args)
     if problem is None:
         try:
@@ -232,9 +261,29 @@ def main(argv=None) -> int:
     if problem is not None:
         print(f"eqfast-generate: {problem}", file=sys.stderr)
         return 2
+    for note in unused_flags(args, parser):
+        print(f"eqfast-generate: warning: {note}", file=sys.stderr)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    oracle, identity = load_oracle(args.oracle, args.device, args.eager, args.exact_tricks)
+    from ..oracle.weights import OracleWeightsError
+    try:
+        oracle, identity = load_oracle(args.oracle, args.device, args.eager, args.exact_tricks)
+    except OracleWeightsError as e:
+        print(f"eqfast-generate: --oracle: {e}", file=sys.stderr)
+        return 2
+    try:
+        with lock_output(args.out) as removed:
+            if removed:
+                print(f"eqfast-generate: removed {len(removed)} temporary file(s) of an "
+                      f"interrupted write under {args.out}", file=sys.stderr)
+            return run(args, cfg, oracle, identity)
+    except OutputError as e:
+        print(f"eqfast-generate: {e}", file=sys.stderr)
+        return 2
+
+
+def run(args, cfg: EngineConfig, oracle, identity: dict) -> int:
+    """Generate into args.out, whose lock the caller holds; the exit status."""
     settings = run_settings(cfg, identity)
     problem = resume_conflict(args.out, settings)
     if problem is not None:
@@ -248,13 +297,18 @@ def main(argv=None) -> int:
         engine = Engine(oracle, cfg, backend=args.backend, device=args.device)
 
     n_games = None if args.target_games == 0 else (args.target_games or args.games)
-    done = completed_seed_ranges(args.out)
-    todo = list(pending_ranges(args.seed_start, n_games, args.games_per_batch, done)) \
+    end = None if n_games is None else args.seed_start + n_games
+    # a range with a file missing is played again with its own bounds, so that the new
+    # shards replace the old ones instead of overlapping them
+    redo = [(lo, hi) for lo, hi in incomplete_seed_ranges(args.out)
+            if hi >= args.seed_start and (end is None or lo < end)]
+    done = completed_seed_ranges(args.out) + redo
+    todo = redo + list(pending_ranges(args.seed_start, n_games, args.games_per_batch, done)) \
         if n_games is not None else None
     total_games = sum(hi - lo + 1 for lo, hi in todo) if todo is not None else None
     formats = ("safetensors", "pt") if args.format == "pt" else ("safetensors",)
-    ranges = iter(todo) if todo is not None else pending_ranges(args.seed_start, None,
-                                                                 args.games_per_batch, done)
+    ranges = iter(todo) if todo is not None else itertools.chain(
+        redo, pending_ranges(args.seed_start, None, args.games_per_batch, done))
     batches = (list(range(lo, hi + 1)) for lo, hi in ranges)
     interrupt = _Interrupt()
     old_handler = signal.signal(signal.SIGINT, interrupt)

@@ -24,6 +24,7 @@ from ..data.shards import ShardError
 from ..engine.records import jsonable
 from ..engine.validation import (ReplayError, Z_FLAG, exact_report, outcome_report,
                                  pick_records, recompute_report, run_decisions)
+from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
 from .view import load_records
 
 #: metadata entries that must agree between the shards validated together
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Validate eqfast decision records: recompute with fresh worlds (z scores), "
                     "correlate E[Q] with realized outcomes, and measure label error against "
                     "exact E[Q]. Methods: see eqfast/engine/validation.py.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     p.add_argument("path", type=Path,
                    help="a shard (.safetensors/.json/.pt) or a dataset directory")
     p.add_argument("--split", default="all", help="dataset directory: train, val, test or all")
@@ -64,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="validate these record indices (eqfast-view's numbering) "
                         "instead of sampling")
     p.add_argument("--sample-seed", type=int, default=0, help="seed of the record sampling")
-    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--backend", choices=["reference", "triton", "auto"], default="auto",
                    help="engine stages: pure PyTorch, Triton kernels, or auto (triton on CUDA)")
     p.add_argument("--json", action="store_true", help="print one JSON object with all figures")
@@ -187,8 +188,9 @@ def validate(args) -> dict:
         raise UsageError("choose at least one of --recompute [K], --outcomes, --exact [K]")
     if args.max_enumerate < 1:
         raise UsageError(f"--max-enumerate must be >= 1, got {args.max_enumerate}")
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError("--device cuda but no CUDA device is available")
+    problem = device_problem(args.device)
+    if problem is not None:
+        raise UsageError(problem)
     records, metas = load_records(args.path, args.split)
     if len(records) == 0:
         raise UsageError(f"{args.path} (split {args.split}): no records")
@@ -225,6 +227,7 @@ def validate(args) -> dict:
     return out
 
 
+@quiet_on_closed_stdout
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:

@@ -27,11 +27,12 @@ from pathlib import Path
 import torch
 
 from ..data.schema import SPLIT_NAMES, DecisionRecords
-from ..data.shards import ShardError, read_shard
+from ..data.shards import ShardError, read_shard, split_shards
 from ..engine.policy import MODE_NAMES
 from ..engine.transcript import F_DECL, F_PLAYER, F_TYPE, TYPE_HAND, TYPE_PLAY
 from ..rules.state import trick_points, trick_winner
 from ..rules.tables import DECL_NAMES, N_SEATS, tile_name
+from .common import HelpFormatter, quiet_on_closed_stdout
 
 SEAT_NAMES = ("ME", "L", "P", "R")      # relative seat 0..3
 BAR_WIDTH = 36
@@ -57,9 +58,9 @@ def load_records(path, split: str = "all") -> tuple[DecisionRecords, list[dict]]
     if split != "all" and split not in SPLIT_NAMES:
         raise ShardError(f"--split must be one of {SPLIT_NAMES} or 'all', got {split!r}")
     dirs = [path / s for s in (SPLIT_NAMES if split == "all" else (split,))]
-    files = [f for d in dirs for f in sorted(d.glob("shard_*.safetensors"))]
+    files = [f for d in dirs for f in split_shards(d)]
     if not files:
-        files = sorted(path.glob("shard_*.safetensors"))      # a split directory itself
+        files = split_shards(path)                             # a split directory itself
     if not files:
         where = path / split if split != "all" else path
         raise ShardError(f"{where}: no shards (expected shard_*.safetensors"
@@ -281,18 +282,21 @@ def _interactive(records: DecisionRecords, start: int) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="eqfast-view", description="Terminal viewer of eqfast decision records "
-        "(transcript by trick, hand, E[Q] +- sigma per legal move, diagnostics).")
+        "(transcript by trick, hand, E[Q] +- sigma per legal move, diagnostics).",
+        formatter_class=HelpFormatter)
     p.add_argument("path", type=Path,
                    help="a shard (.safetensors/.json/.pt) or a dataset directory")
     p.add_argument("--split", default="all", help="dataset directory: train, val, test or all")
     p.add_argument("--print", dest="n_print", type=int, default=None, metavar="N",
-                   help="print N records to stdout and exit (no curses)")
+                   help="print N records to stdout and exit (no curses; the default, with "
+                        "N = 1, when stdout is not a terminal)")
     p.add_argument("--start", type=int, default=0, help="first record index")
     p.add_argument("--game", type=int, default=None, help="start at this game_idx")
     p.add_argument("--debug", action="store_true", help="include per-world Q and weights")
     return p
 
 
+@quiet_on_closed_stdout
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:

@@ -12,13 +12,24 @@ The tensor file is written first and the sidecar last, each by temp file + os.re
 sidecar on disk means its tensor file is complete; the sidecar records the tensor file's
 size and SHA-256, so a truncated or modified file is caught on read. Reading never
 unpickles: safetensors, JSON, and `.pt` through torch.load(weights_only=True).
+
+One writer per output directory: `lock_output` holds an flock(2) lock on
+`<root>/.eqfast-generate.lock` for the whole run (the kernel drops it when the process ends,
+however it ends). Every reader lists a split's shards through `split_shards`, which refuses
+overlapping seed ranges and a sidecar without its tensor file (or the reverse), so no game
+is counted twice or lost without a word.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
 import re
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -28,10 +39,17 @@ from .schema import DEBUG_FIELDS, FIELDS, SCHEMA_VERSION, SPLIT_NAMES, DecisionR
 SHARD_FORMAT = "eqfast-decisions"
 FORMATS = ("safetensors", "pt")
 _SHARD_RE = re.compile(r"shard_(\d+)-(\d+)")
+LOCK_NAME = ".eqfast-generate.lock"
+#: what `atomic_path` leaves behind when a writer is killed mid-write (never data)
+STALE_TMP_GLOB = ".shard_*.tmp"
 
 
 class ShardError(Exception):
     """A shard that cannot be read: missing, truncated, corrupted or off-schema (names the file)."""
+
+
+class OutputError(Exception):
+    """An output directory that cannot be written, or that another writer holds (names it)."""
 
 
 def shard_name(seed_lo: int, seed_hi: int) -> str:
@@ -181,32 +199,69 @@ def check_disjoint(ranges: list[tuple[int, int]], where) -> None:
     for (lo1, hi1), (lo2, hi2) in zip(ordered, ordered[1:]):
         if lo2 <= hi1:
             raise ShardError(f"{where}: shards {shard_name(lo1, hi1)} and {shard_name(lo2, hi2)} "
-                             "overlap: the same games would be read twice")
+                             "overlap: the same games would be read twice (written by two runs "
+                             "with different --games-per-batch?); remove one of them")
+
+
+def _named_ranges(folder: Path, ext: str) -> set[tuple[int, int]]:
+    """Seed ranges of the files shard_<lo>-<hi>.<ext> in folder."""
+    return {r for f in folder.glob(f"shard_*.{ext}") if (r := _range_of(f)) is not None}
+
+
+def split_shards(folder) -> list[Path]:
+    """The tensor files of the shards in one split directory, in seed order.
+
+    Every reader lists shards through here, so all of them refuse the same things with a
+    ShardError naming the file: a sidecar whose tensor file is missing (its games would be
+    skipped), a tensor file without its sidecar (a write that never finished), and two
+    shards whose seed ranges overlap (their games would be counted twice).
+    """
+    folder = Path(folder)
+    sidecars, tensors = _named_ranges(folder, "json"), _named_ranges(folder, "safetensors")
+    for lo, hi in sorted(sidecars ^ tensors):
+        base = folder / shard_name(lo, hi)
+        if (lo, hi) in sidecars:
+            raise ShardError(f"{base}.safetensors: tensor file missing (its sidecar {base.name}"
+                             f".json is there): the games of seeds {lo}..{hi} are lost; re-run "
+                             "eqfast-generate on this directory to regenerate them")
+        raise ShardError(f"{base}.safetensors: no sidecar {base.name}.json (a write that never "
+                         f"finished); re-run eqfast-generate on this directory to regenerate "
+                         f"seeds {lo}..{hi}")
+    check_disjoint(list(sidecars), folder)
+    return [folder / f"{shard_name(lo, hi)}.safetensors" for lo, hi in sorted(sidecars)]
 
 
 def read_dataset(root, split: str = "train") -> tuple[DecisionRecords, list[dict]]:
     """All safetensors shards of one split under root, concatenated in seed order.
 
-    Raises ShardError when there are none or when two shards' seed ranges overlap."""
+    Raises ShardError when there are none, or for what `split_shards` refuses."""
     folder = Path(root) / split
-    files = [f for f in folder.glob("shard_*.safetensors") if _range_of(f) is not None]
+    files = split_shards(folder)
     if not files:
         raise ShardError(f"{folder}: no shards")
-    files.sort(key=_range_of)
-    check_disjoint([_range_of(f) for f in files], folder)
     parts, metas = zip(*(read_shard(f) for f in files))
     return DecisionRecords.cat(parts), list(metas)
 
 
 def completed_seed_ranges(root) -> list[tuple[int, int]]:
-    """Seed ranges [lo, hi] whose train, val and test sidecars all exist (resume support).
-    Files not named shard_<lo>-<hi>.json are ignored."""
+    """Seed ranges [lo, hi] whose train, val and test shards all exist, sidecar and tensor
+    file (resume support). Files not named shard_<lo>-<hi>.<ext> are ignored."""
     ranges = None
     for split in SPLIT_NAMES:
-        found = {r for f in (Path(root) / split).glob("shard_*-*.json")
-                 if (r := _range_of(f)) is not None}
+        folder = Path(root) / split
+        found = _named_ranges(folder, "json") & _named_ranges(folder, "safetensors")
         ranges = found if ranges is None else ranges & found
     return sorted(ranges or ())
+
+
+def incomplete_seed_ranges(root) -> list[tuple[int, int]]:
+    """Seed ranges some file of which exists under root but which are not complete (a
+    write that never finished, a tensor file lost): resume regenerates them whole."""
+    named = set()
+    for split in SPLIT_NAMES:
+        for ext in ("json", "safetensors"):
+            named |= _named_ranges(Path(root) / split, ext)
+    return sorted(named - set(completed_seed_ranges(root)))
 
 
 def run_metadata(root) -> dict | None:
@@ -218,3 +273,76 @@ def run_metadata(root) -> dict | None:
         except (OSError, ValueError, KeyError) as e:
             raise ShardError(f"{side}: corrupted sidecar ({type(e).__name__}: {e})") from None
     return None
+
+
+# ---------------------------------------------------------------------------- the writer
+def output_problem(root) -> str | None:
+    """Why `root` cannot become an output directory (None if it can), found without
+    creating anything: the generator asks before it loads an oracle or plays a game."""
+    root = Path(root)
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"--out {root}: {existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"--out {root}: {existing} is not writable"
+    for split in SPLIT_NAMES:
+        if (root / split).exists() and not (root / split).is_dir():
+            return f"--out {root}: {root / split} is not a directory"
+    return None
+
+
+@contextlib.contextmanager
+def lock_output(root) -> Iterator[list[Path]]:
+    """Make `root` and its split directories, and hold the directory's writer lock for the
+    body; yields the temporary files of killed writes it removed.
+
+    A second writer gets OutputError: two generators on one directory would both write
+    shards of the same seeds in ranges of their own batch sizes. The lock is flock(2) on
+    root/LOCK_NAME, released by the kernel when the holder exits however it exits, so a
+    lock file left on disk never blocks a later run; it is never deleted, because deleting
+    it would race with a writer that has just opened it. Once the lock is held, no other
+    writer exists, so every `.shard_*.tmp` file is a leftover and is removed.
+    """
+    root = Path(root)
+    problem = output_problem(root)
+    if problem is not None:
+        raise OutputError(problem)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise OutputError(f"--out {root}: cannot create the lock file {LOCK_NAME} "
+                          f"({e.strerror})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            raise OutputError(f"--out {root} is being written by another eqfast-generate"
+                              f"{f' (pid {holder})' if holder.isdigit() else ''}: wait for it to "
+                              "finish, or write to another directory") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield _prepare_splits(root)
+    finally:
+        os.close(fd)
+
+
+def _prepare_splits(root: Path) -> list[Path]:
+    """Create and probe the split directories (a read-only file system shows here, not
+    after the first batch); remove leftover temporary files. Returns those removed."""
+    removed = []
+    for folder in (root, *(root / s for s in SPLIT_NAMES)):
+        try:
+            folder.mkdir(exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".shard_probe.", suffix=".tmp", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            raise OutputError(f"--out {root}: {folder} is not writable ({e.strerror})") from None
+        for stale in folder.glob(STALE_TMP_GLOB):
+            stale.unlink(missing_ok=True)
+            removed.append(stale)
+    return removed

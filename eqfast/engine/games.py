@@ -40,15 +40,26 @@ def heuristic_declaration(hand) -> int:
     return best
 
 
-def declaration_of(game_seed: int, hand, decl_mode="hand") -> int:
-    if decl_mode == "hand":
-        return heuristic_declaration(hand)
-    if decl_mode == "uniform":
-        return mix_seed(game_seed, 0xDEC2) % N_DECLS
-    d = int(decl_mode)
-    if not 0 <= d < N_DECLS:
+def parse_decl_mode(decl_mode) -> str | int:
+    """'hand', 'uniform' or the declaration 0..9 as an int; ValueError for anything else."""
+    if decl_mode in ("hand", "uniform"):
+        return decl_mode
+    try:
+        d = int(decl_mode)
+    except (TypeError, ValueError):
+        d = -1
+    if not 0 <= d < N_DECLS or isinstance(decl_mode, (bool, float)):
         raise ValueError(f"decl_mode must be 'hand', 'uniform' or 0..9, got {decl_mode!r}")
     return d
+
+
+def declaration_of(game_seed: int, hand, decl_mode="hand") -> int:
+    mode = parse_decl_mode(decl_mode)
+    if mode == "hand":
+        return heuristic_declaration(hand)
+    if mode == "uniform":
+        return mix_seed(game_seed, 0xDEC2) % N_DECLS
+    return mode
 
 
 def setup_games(game_seeds, decl_mode="hand"):

@@ -52,6 +52,9 @@ def read_weights(path) -> tuple[dict[str, torch.Tensor], dict]:
     from safetensors import safe_open
 
     path = Path(path)
+    if path.is_dir():
+        raise OracleWeightsError(f"{path} is a directory, not an oracle weights file "
+                                 "(.safetensors)")
     if not path.is_file():
         raise OracleWeightsError(f"oracle weights file {path} does not exist")
     try:
@@ -60,10 +63,9 @@ def read_weights(path) -> tuple[dict[str, torch.Tensor], dict]:
             tensors = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as e:  # safetensors raises its own error types for bad headers/lengths
         raise OracleWeightsError(f"oracle weights file {path} is not a readable safetensors "
-                                 f"file (truncated or corrupt?): {e}") from e
+                                 f"file: {_not_safetensors(path, e)}") from None
     if raw.get("format") != FORMAT:
-        raise OracleWeightsError(f"oracle weights file {path}: metadata 'format' is "
-                                 f"{raw.get('format')!r}, expected {FORMAT!r}")
+        raise OracleWeightsError(f"oracle weights file {path}: {_other_safetensors(raw)}")
     for key, want in (("format_version", FORMAT_VERSION),
                       ("token_layout_version", TOKEN_LAYOUT_VERSION)):
         if raw.get(key) != str(want):
@@ -77,6 +79,46 @@ def read_weights(path) -> tuple[dict[str, torch.Tensor], dict]:
             raise OracleWeightsError(f"oracle weights file {path}: metadata {key!r} is not "
                                      f"valid JSON: {e}") from e
     return tensors, meta
+
+
+def _not_safetensors(path: Path, error: Exception) -> str:
+    """What a file that safetensors cannot open is, said so that the user knows what to
+    pass instead; nothing here unpickles or runs the file."""
+    import zipfile
+
+    with open(path, "rb") as f:
+        head = f.read(9)
+    size = path.stat().st_size
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+        if any("/code/" in n for n in names):
+            return ("it is a TorchScript file (as eqfast-export-oracle writes); pass the "
+                    ".safetensors weights it was exported from (a training run's "
+                    "best.safetensors, or 'default' for the shipped network)")
+        return ("it is a torch.save archive, i.e. a pickle, which eqfast never loads; pass a "
+                ".safetensors file written by eqfast-train-oracle")
+    if head[:1] == b"\x80":
+        return ("it is a Python pickle, which eqfast never loads; pass a .safetensors file "
+                "written by eqfast-train-oracle")
+    if len(head) == 9 and head[8:9] == b"{":
+        header = int.from_bytes(head[:8], "little")
+        if 8 + header > size:
+            return f"it is truncated: its header alone needs {8 + header} bytes, it has {size}"
+        return f"it is truncated or corrupt ({error})"
+    return ("it is no safetensors file at all (oracle weights are .safetensors files from "
+            "eqfast-train-oracle)")
+
+
+def _other_safetensors(meta: dict) -> str:
+    """What a safetensors file without the oracle's format tag holds."""
+    if meta.get("format") == "eqfast-decisions":
+        return ("a dataset shard written by eqfast-generate (decision records), not oracle "
+                "weights")
+    if "dataset_version" in meta:
+        return ("an oracle training-data shard (python -m eqfast.oracle.dataset), not oracle "
+                "weights")
+    return f"metadata 'format' is {meta.get('format')!r}, expected {FORMAT!r}: not oracle weights"
 
 
 def load_network(path) -> tuple[torch.nn.Module, dict]:

@@ -1,0 +1,51 @@
+"""What every eqfast command shares: the --help layout, the --device check, and a quiet
+exit when the reader of stdout goes away (`eqfast-view DS --print 50 | head -1`)."""
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+
+import torch
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" to each flag's help, except where X says nothing: an on/off
+    switch (False) or None, whose help explains what happens when the flag is left out."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def quiet_on_closed_stdout(main):
+    """Wrap a command's main so that a reader closing the pipe ends it with status 0 and
+    no traceback: the reader asked for less output, which is not an error of the command."""
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs):
+        try:
+            status = main(*args, **kwargs)
+            sys.stdout.flush()
+            return status
+        except BrokenPipeError:
+            # the interpreter flushes stdout once more at exit, which would raise again
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            return 0
+    return wrapper
+
+
+def device_problem(device: str) -> str | None:
+    """Why --device cannot be used here (None if it can)."""
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        kind = None
+    if kind not in ("cpu", "cuda"):
+        return f"--device must be cpu, cuda or cuda:N, got {device!r}"
+    if kind == "cuda" and not torch.cuda.is_available():
+        return f"--device {device} but no CUDA device is available"
+    return None

@@ -1,0 +1,124 @@
+"""No record is lost or counted twice without a word: one writer per output directory,
+readers that refuse overlapping shards and sidecars without data, resume that regenerates
+what is missing, and an unusable --out found before any work (all as subprocesses)."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from cliutil import assert_usage_error, generate_tiny, run_cli
+from eqfast.cli.view import load_records
+from eqfast.data.schema import SPLIT_NAMES
+from eqfast.data.shards import ShardError, completed_seed_ranges, read_dataset
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    out = tmp_path_factory.mktemp("integrity") / "ds"
+    generate_tiny(out)
+    assert completed_seed_ranges(out) == [(0, 0), (1, 1)]
+    return out
+
+
+@pytest.fixture
+def ds(template, tmp_path):
+    """A private copy of the 2-game dataset (seed ranges 0..0 and 1..1)."""
+    return shutil.copytree(template, tmp_path / "ds")
+
+
+def _shard_files(root):
+    return sorted(p.relative_to(root) for p in root.rglob("shard_*"))
+
+
+def _split_with_records(root, seed):
+    """The split whose shard of seed range seed..seed holds the game."""
+    for split in SPLIT_NAMES:
+        f = root / split / f"shard_{seed:06d}-{seed:06d}.safetensors"
+        if f.stat().st_size > 1000:      # an empty shard is a header of a few hundred bytes
+            return split
+    raise AssertionError(f"no split holds seed {seed}")
+
+
+def test_second_writer_is_refused(ds):
+    from eqfast.data import lock_output
+
+    before = _shard_files(ds)
+    with lock_output(ds):                 # as a running eqfast-generate holds it
+        proc = run_cli("generate", "--out", ds, "--games", "4", "--games-per-batch", "1",
+                       "--n-samples", "4", "--oracle", "exact", "--quiet")
+    assert_usage_error(proc, str(ds), "another eqfast-generate")
+    assert _shard_files(ds) == before
+    # once the first writer is done, the same command runs
+    assert generate_tiny(ds, "--games", "3")["games"] == 1
+
+
+def test_readers_refuse_overlapping_shards(ds):
+    # shards of seeds 0..1 beside those of 0..0 and 1..1, as two generators with other
+    # batch sizes would have left them
+    for split in SPLIT_NAMES:
+        for ext in ("safetensors", "json"):
+            src = ds / split / f"shard_000001-000001.{ext}"
+            shutil.copy(src, ds / split / f"shard_000000-000001.{ext}")
+    split = _split_with_records(ds, 1)
+    assert_usage_error(run_cli("view", ds, "--print", "1"), "overlap")
+    assert_usage_error(run_cli("view", ds, "--split", split, "--print", "1"), "overlap")
+    assert_usage_error(run_cli("view", ds / split, "--print", "1"), "overlap")
+    assert_usage_error(run_cli("validate", ds, "--outcomes"), "overlap")
+    with pytest.raises(ShardError, match="overlap"):
+        read_dataset(ds, split)
+
+
+def test_sidecar_without_its_tensor_file_is_an_error_and_resume_regenerates_it(ds):
+    split = _split_with_records(ds, 1)
+    lost = ds / split / "shard_000001-000001.safetensors"
+    lost.unlink()
+    assert_usage_error(run_cli("view", ds, "--print", "1"), lost.name, "missing")
+    assert_usage_error(run_cli("validate", ds, "--outcomes"), lost.name, "missing")
+    with pytest.raises(ShardError, match=lost.name):
+        read_dataset(ds, split)
+    assert completed_seed_ranges(ds) == [(0, 0)]
+    # resume plays seed 1 again (with a batch of any size) and restores the file
+    assert generate_tiny(ds, "--games-per-batch", "2")["games"] == 1
+    assert lost.is_file() and completed_seed_ranges(ds) == [(0, 0), (1, 1)]
+    records, _ = load_records(ds)
+    assert len(records) == 2 * 28
+
+
+def test_temporary_files_of_a_killed_write_are_removed_on_start(ds):
+    stale = [ds / "train" / ".shard_000002-000002.safetensors.k9a1b2.tmp",
+             ds / "val" / ".shard_000001-000001.json.x0y1z2.tmp"]
+    for f in stale:
+        f.write_bytes(b"\0" * 4096)
+    keep = ds / "train" / "notes.tmp"         # not ours: left alone
+    keep.write_text("mine")
+    assert generate_tiny(ds)["games"] == 0
+    assert not [f for f in stale if f.exists()] and keep.exists()
+
+
+def test_output_path_that_is_a_file_is_refused_before_any_work(tmp_path):
+    target = tmp_path / "a-file"
+    target.write_text("not a directory")
+    # a batch that takes minutes with the exact oracle: refused at once, before it starts
+    slow = ["--games", "16", "--games-per-batch", "16", "--n-samples", "100", "--oracle",
+            "exact", "--quiet"]
+    assert_usage_error(run_cli("generate", "--out", target, *slow, timeout=60), str(target),
+                       "not a directory")
+    assert_usage_error(run_cli("generate", "--out", target / "sub", *slow, timeout=60),
+                       str(target))
+    assert target.read_text() == "not a directory"
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
+                    reason="root writes into read-only directories")
+def test_read_only_output_directory_is_refused_before_any_work(tmp_path):
+    out = tmp_path / "ro"
+    out.mkdir()
+    out.chmod(0o555)
+    try:
+        proc = run_cli("generate", "--out", out, "--games", "16", "--games-per-batch", "16",
+                       "--n-samples", "100", "--oracle", "exact", "--quiet", timeout=60)
+    finally:
+        out.chmod(0o755)
+    assert_usage_error(proc, str(out), "not writable")
