@@ -17,6 +17,8 @@ import time
 import numpy as np
 import torch
 
+from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
+
 
 def fresh_rows(seed_start: int, deals: int) -> dict[str, torch.Tensor]:
     """Label deals seed_start .. seed_start+deals-1 with the solver, as in training."""
@@ -28,27 +30,70 @@ def fresh_rows(seed_start: int, deals: int) -> dict[str, torch.Tensor]:
             else torch.from_numpy(v.astype(np.int64)) for c, v in cols.items()}
 
 
+def build_parser() -> argparse.ArgumentParser:
+    from ..oracle.weights import DEFAULT_MODEL
+
+    ap = argparse.ArgumentParser(prog="eqfast-eval-oracle", description=__doc__.split("\n")[0],
+                                 formatter_class=HelpFormatter)
+    ap.add_argument("--weights", default=str(DEFAULT_MODEL),
+                    help="oracle weights (.safetensors) to evaluate")
+    ap.add_argument("--data", help="directory of solver-labelled shards (python -m "
+                                   "eqfast.oracle.dataset) to evaluate on; when left out, "
+                                   "--seed-start is required")
+    ap.add_argument("--split", default="test", choices=("train", "val", "test"),
+                    help="with --data: the split evaluated")
+    ap.add_argument("--seed-start", type=int,
+                    help="label --deals fresh deals from this deal number with the solver "
+                         "and evaluate on them; when left out, --data is required")
+    ap.add_argument("--deals", type=int, default=200, help="with --seed-start: deals labelled")
+    ap.add_argument("--max-rows", type=int, default=None,
+                    help="evaluate only the first this many positions (all when left out)")
+    ap.add_argument("--speed-batch", type=int, default=1024, help="batch size for rows/s")
+    ap.add_argument("--no-speed", action="store_true", help="skip the rows/s measurement")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    ap.add_argument("--json", action="store_true", help="end with one JSON object")
+    return ap
+
+
+def check_args(a) -> str | None:
+    """The first problem with the arguments (before any deal is labelled), or None."""
+    from ..oracle.dataset import check_shard_dir
+
+    if (a.data is None) == (a.seed_start is None):
+        return "give exactly one of --data DIR or --seed-start S"
+    for name in ("deals", "speed_batch", "threads", "max_rows"):
+        value = getattr(a, name)
+        if value is not None and value < 1:
+            return f"--{name.replace('_', '-')} must be >= 1, got {value}"
+    if a.seed_start is not None and a.seed_start < 0:
+        return f"--seed-start must be >= 0, got {a.seed_start}"
+    problem = device_problem(a.device)
+    if problem is None and a.data is not None:
+        try:
+            check_shard_dir(a.data)
+        except ValueError as e:
+            problem = f"--data {e}"
+    return problem
+
+
+@quiet_on_closed_stdout
 def main(argv=None) -> int:
     from ..oracle.dataset import as_batch, load_shards
     from ..oracle.evaluate import fidelity, format_report, predict, rows_per_second
-    from ..oracle.weights import DEFAULT_MODEL, load_oracle
+    from ..oracle.weights import OracleWeightsError, load_oracle
 
-    ap = argparse.ArgumentParser(prog="eqfast-eval-oracle", description=__doc__.split("\n")[0])
-    ap.add_argument("--weights", default=str(DEFAULT_MODEL))
-    ap.add_argument("--data", help="shard directory (evaluates --split)")
-    ap.add_argument("--split", default="test", choices=("train", "val", "test"))
-    ap.add_argument("--seed-start", type=int, help="label fresh deals from this deal number")
-    ap.add_argument("--deals", type=int, default=200)
-    ap.add_argument("--max-rows", type=int, default=None)
-    ap.add_argument("--speed-batch", type=int, default=1024, help="batch size for rows/s")
-    ap.add_argument("--no-speed", action="store_true")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--json", action="store_true", help="end with one JSON object")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(a.threads)
-    if (a.data is None) == (a.seed_start is None):
-        ap.error("give exactly one of --data DIR or --seed-start S")
+    a = build_parser().parse_args(argv)
+    problem = check_args(a)
+    if problem is None:
+        torch.set_num_threads(a.threads)
+        try:
+            scripted = load_oracle(a.weights, device=a.device, script=True)
+        except OracleWeightsError as e:
+            problem = f"--weights: {e}"
+    if problem is not None:
+        print(f"eqfast-eval-oracle: {problem}", file=sys.stderr)
+        return 2
 
     t0 = time.perf_counter()
     if a.data is not None:
@@ -60,9 +105,11 @@ def main(argv=None) -> int:
     if a.max_rows:
         rows = {c: v[:a.max_rows] for c, v in rows.items()}
     batch = as_batch(rows)
+    if len(batch) == 0:
+        print(f"eqfast-eval-oracle: {source}: no positions", file=sys.stderr)
+        return 2
     print(f"{len(batch)} positions from {source} ({time.perf_counter() - t0:.1f}s)")
 
-    scripted = load_oracle(a.weights, device=a.device, script=True)
     q = predict(scripted, batch)
     m = fidelity(q, rows["q"], rows["legal"], rows["depth"])
     print(f"weights {a.weights}: {scripted.config['config']}")

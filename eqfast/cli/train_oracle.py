@@ -3,8 +3,9 @@
     eqfast-train-oracle --data runs/oracle/data --run runs/oracle/mlp256 --steps 60000
     eqfast-train-oracle --data D --run R --arch transformer --d-model 64 --layers 2
 
-Re-running the same command resumes from <run>/checkpoint.safetensors. Shards come from
-`python -m eqfast.oracle.dataset --out D` (see docs/ORACLE.md).
+Re-running the same command resumes from <run>/checkpoint.safetensors. Labelling is not
+done here: the shards come from `python -m eqfast.oracle.dataset --out D`, which runs the
+exact solver (see docs/ORACLE.md).
 """
 from __future__ import annotations
 
@@ -13,13 +14,18 @@ import sys
 
 import torch
 
+from .common import HelpFormatter, device_problem
 
-def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="eqfast-train-oracle", description=__doc__.split("\n")[0])
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="eqfast-train-oracle", description=__doc__.split("\n")[0],
+                                 formatter_class=HelpFormatter)
     ap.add_argument("--data", required=True,
-                    help="directory of shard_*.safetensors (several: comma-separated)")
+                    help="directory of solver-labelled shard_*.safetensors written by "
+                         "`python -m eqfast.oracle.dataset --out DIR` (several: comma-separated)")
     ap.add_argument("--run", required=True, help="run directory (checkpoints, weights, history)")
-    ap.add_argument("--arch", choices=("mlp", "transformer"), default="mlp")
+    ap.add_argument("--arch", choices=("mlp", "transformer"), default="mlp",
+                    help="network architecture")
     ap.add_argument("--hidden", type=int, default=256, help="mlp width")
     ap.add_argument("--depth", type=int, default=2, help="mlp hidden layers after the embedding sum")
     ap.add_argument("--roles", type=int, default=1, choices=(0, 1, 2),
@@ -28,32 +34,64 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--layers", type=int, default=2, help="transformer layers")
     ap.add_argument("--heads", type=int, default=4, help="transformer heads")
     ap.add_argument("--d-ff", type=int, default=128, help="transformer feed-forward width")
-    ap.add_argument("--steps", type=int, default=20000)
-    ap.add_argument("--batch", type=int, default=1024)
-    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--steps", type=int, default=20000, help="optimizer steps of the whole run")
+    ap.add_argument("--batch", type=int, default=1024, help="rows per step")
+    ap.add_argument("--lr", type=float, default=2e-3,
+                    help="peak learning rate (linear warm-up, then cosine decay)")
     ap.add_argument("--weight-decay", type=float, default=0.1, help="AdamW decoupled decay")
-    ap.add_argument("--warmup", type=int, default=500)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--val-rows", type=int, default=50000)
-    ap.add_argument("--eval-every", type=int, default=1000)
-    ap.add_argument("--ckpt-every", type=int, default=1000)
+    ap.add_argument("--warmup", type=int, default=500, help="learning-rate warm-up steps")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the initialization and the batches")
+    ap.add_argument("--val-rows", type=int, default=50000,
+                    help="validation rows evaluated (from the val split)")
+    ap.add_argument("--eval-every", type=int, default=1000,
+                    help="steps between evaluations (each writes last/best.safetensors)")
+    ap.add_argument("--ckpt-every", type=int, default=1000, help="steps between checkpoints")
     ap.add_argument("--follow", action="store_true",
                     help="pick up shards a running generator adds (every --reload-every steps)")
-    ap.add_argument("--reload-every", type=int, default=2000)
-    ap.add_argument("--max-shards", type=int, default=None)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--reload-every", type=int, default=2000,
+                    help="with --follow: steps between looks for new shards")
+    ap.add_argument("--max-shards", type=int, default=None,
+                    help="read at most this many shards per directory (all when left out)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                    help="cpu, cuda or cuda:N (cuda is the default where one is available)")
     ap.add_argument("--centered-weight", type=float, default=0.0,
                     help="weight of the extra loss on Q centred over each row's legal moves")
     ap.add_argument("--stop-at", type=int, default=None,
-                    help="stop after this step (checkpointed); re-run to resume")
+                    help="stop after this step (checkpointed; re-run to resume); when left "
+                         "out, run to --steps")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    return ap.parse_args(argv)
+    return ap
+
+
+def check_args(a) -> str | None:
+    """The first problem with the arguments or the data, found before the run directory
+    is created, or None."""
+    from ..oracle.dataset import check_shard_dir
+
+    for name in ("steps", "batch", "eval_every", "ckpt_every", "reload_every", "threads"):
+        if getattr(a, name) < 1:
+            return f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)}"
+    if not a.lr > 0:
+        return f"--lr must be > 0, got {a.lr}"
+    problem = device_problem(a.device)
+    if problem is not None:
+        return problem
+    for directory in [d for d in a.data.split(",") if d] or [a.data]:
+        try:
+            check_shard_dir(directory)
+        except ValueError as e:
+            return f"--data {e}"
+    return None
 
 
 def main(argv=None) -> int:
     from ..oracle.train import TrainConfig, train
 
-    a = parse_args(argv)
+    a = build_parser().parse_args(argv)
+    problem = check_args(a)
+    if problem is not None:
+        print(f"eqfast-train-oracle: {problem}", file=sys.stderr)
+        return 2
     torch.set_num_threads(a.threads)
     arch = ({"arch": "mlp", "hidden": a.hidden, "depth": a.depth, "roles": a.roles} if a.arch == "mlp" else
             {"arch": "transformer", "d_model": a.d_model, "n_layers": a.layers,

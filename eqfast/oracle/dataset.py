@@ -151,8 +151,41 @@ def write_shard(path: Path, deals: range, games_per_deal: int = 1, short: bool =
     return meta
 
 
+class OracleDataError(ValueError):
+    """A directory that holds no oracle training shards (names it and says what it holds)."""
+
+
 def shard_paths(directory) -> list[Path]:
     return sorted(Path(directory).glob("shard_*.safetensors"))
+
+
+def check_shard_dir(directory) -> list[Path]:
+    """The shard files of `directory` once each is known to carry the training columns
+    (only headers are read); OracleDataError naming the directory or file otherwise, so
+    a command fails before it creates anything."""
+    from safetensors import safe_open
+
+    d = Path(directory)
+    fix = "oracle training shards are written by `python -m eqfast.oracle.dataset --out DIR`"
+    if not d.is_dir():
+        raise OracleDataError(f"{d}: no such directory ({fix})")
+    paths = shard_paths(d)
+    if not paths:
+        what = ("an eqfast-generate dataset (Stage 2 decision records), "
+                if any((d / s).is_dir() for s in SPLITS) else "")
+        raise OracleDataError(f"{d}: {what}no shard_*.safetensors files; {fix}")
+    for p in paths:
+        try:
+            with safe_open(str(p), framework="np") as f:
+                meta, names = f.metadata() or {}, set(f.keys())
+        except Exception as e:  # safetensors raises its own error types
+            raise OracleDataError(f"{p}: not a readable safetensors file ({e})") from None
+        missing = [c for c in COLUMNS if c not in names]
+        if missing:
+            what = ("a shard of eqfast-generate (Stage 2 decision records)"
+                    if meta.get("format") == "eqfast-decisions" else "not an oracle training shard")
+            raise OracleDataError(f"{p}: {what}, without the columns {', '.join(missing)}; {fix}")
+    return paths
 
 
 def load_shards(directory, split: str | None = None, max_shards: int | None = None
