@@ -86,6 +86,10 @@ def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Sele
     # as64 may return a view of its input (game_idx, seeds): in the graph path those are
     # static input buffers, which is why fast.py clones every record field after a replay
     as64 = lambda x: torch.as_tensor(x, dtype=torch.int64, device=games.device).expand(G)
+    n_worlds = as64(n_worlds)
+    # 1 / sum w^2 in float32 overshoots N by ~1.5e-5 for N = 100 equal weights; the schema
+    # documents ess in [1, n_worlds] (NaN, a row without weight, stays NaN)
+    ess = torch.minimum(moments.ess.float(), n_worlds.float()).clamp(min=1.0)
     tensors = {
         "transcript_tokens": tokens,
         "transcript_lengths": lengths.long(),
@@ -99,11 +103,11 @@ def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Sele
         "split": split.to(torch.int8),
         "u_mean": moments.u_mean.float(),
         "u_max": moments.u_max.float(),
-        "ess": moments.ess.float(),
+        "ess": ess,
         "max_w": moments.max_w.float(),
         "exploration_mode": selection.mode.to(torch.int8),
         "q_gap": selection.q_gap.float(),
-        "n_worlds": as64(n_worlds),
+        "n_worlds": n_worlds,
         "enumerated": torch.as_tensor(enumerated, dtype=torch.bool, device=games.device).expand(G),
         "actor": games.current_player.to(torch.int8),
         "seed": as64(seeds),

@@ -1,0 +1,183 @@
+"""Bad input to the commands gets a clear message and exit status 2, never a traceback;
+output cut short by the reader (`| head`) ends quietly; --help explains every flag; the
+records' ESS stays inside its documented range."""
+from __future__ import annotations
+
+import argparse
+import pickle
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from cliutil import TINY, assert_usage_error, cli_env, generate_tiny, run_cli
+from eqfast.oracle.weights import DEFAULT_MODEL
+
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA present: --device cuda is valid")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("inputs") / "ds"
+    generate_tiny(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def not_weights(tmp_path_factory, dataset):
+    """Files a user might pass as --oracle that are not oracle weights, by kind."""
+    from eqfast.oracle.export import export_torchscript
+
+    d = tmp_path_factory.mktemp("not-weights")
+    (d / "notes.txt").write_text("oracle weights are elsewhere\n")
+    (d / "cut.safetensors").write_bytes(DEFAULT_MODEL.read_bytes()[:5000])
+    with open(d / "model.pkl", "wb") as f:
+        pickle.dump({"weights": [1.0, 2.0]}, f)
+    export_torchscript(DEFAULT_MODEL, d / "oracle.pt")
+    shard = next((dataset / "train").glob("shard_*.safetensors"))
+    return {"text": (d / "notes.txt", "no safetensors file"),
+            "truncated": (d / "cut.safetensors", "truncated"),
+            "pickle": (d / "model.pkl", "pickle"),
+            "shard": (shard, "eqfast-generate"),
+            "torchscript": (d / "oracle.pt", "TorchScript"),
+            "directory": (d, "directory"),
+            "missing": (d / "nope.safetensors", "does not exist")}
+
+
+# ---------------------------------------------------------------------------- generate
+@pytest.mark.parametrize("argv,needles", [
+    (["--decl", "10"], ["--decl", "10", "0..9"]),
+    (["--decl", "foo"], ["--decl", "foo", "0..9"]),
+    (["--device", "tpu"], ["--device", "tpu"]),
+    (["--threads", "-1"], ["--threads", "-1"]),
+    pytest.param(["--device", "cuda"], ["cuda"], marks=NO_CUDA),
+], ids=["decl-10", "decl-foo", "device-tpu", "threads-negative", "device-cuda"])
+def test_generate_bad_arguments(tmp_path, argv, needles):
+    out = tmp_path / "out"
+    assert_usage_error(run_cli("generate", "--out", out, *TINY, *argv), *needles)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", ["text", "truncated", "pickle", "shard", "torchscript",
+                                  "directory", "missing"])
+def test_generate_oracle_that_is_not_weights(tmp_path, not_weights, kind):
+    path, needle = not_weights[kind]
+    out = tmp_path / "out"
+    proc = run_cli("generate", "--out", out, *TINY, "--oracle", path)
+    assert_usage_error(proc, str(path), needle)
+    assert len(proc.stderr.strip().splitlines()) <= 3
+    assert not out.exists()
+    if kind == "torchscript":      # says what to pass instead
+        assert ".safetensors" in proc.stderr and "eqfast-export-oracle" in proc.stderr
+
+
+def test_generate_warns_about_posterior_flags_without_posterior(tmp_path):
+    proc = run_cli("generate", "--out", tmp_path / "out", *TINY, "--games", "1",
+                   "--tau", "5", "--window", "4")
+    assert proc.returncode == 0, proc.stderr
+    assert "warning" in proc.stderr and "--tau" in proc.stderr and "--window" in proc.stderr
+    assert "--posterior" in proc.stderr and "--beta" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------- oracle tools
+@pytest.mark.parametrize("argv,needles", [
+    (["--seed-start", "0", "--deals", "0"], ["--deals"]),
+    (["--data", "{tmp}/nowhere"], ["nowhere"]),
+    pytest.param(["--seed-start", "0", "--deals", "1", "--device", "cuda"], ["cuda"],
+                 marks=NO_CUDA),
+], ids=["deals-0", "data-missing", "device-cuda"])
+def test_eval_oracle_bad_arguments(tmp_path, argv, needles):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert_usage_error(run_cli("eval-oracle", *argv), *needles)
+
+
+@pytest.mark.parametrize("sub", ["", "train"])
+def test_train_oracle_refuses_a_generate_dataset_and_leaves_nothing(tmp_path, dataset, sub):
+    data = dataset / sub if sub else dataset
+    run = tmp_path / "run"
+    proc = run_cli("train-oracle", "--data", data, "--run", run, "--steps", "1")
+    assert_usage_error(proc, str(data), "eqfast.oracle.dataset")
+    assert not run.exists()
+
+
+# ---------------------------------------------------------------------------- output to a pipe
+@pytest.mark.parametrize("command,args", [("view", ["--print", "56"]),
+                                          ("validate", ["--outcomes"])])
+def test_reader_that_closes_the_pipe_early_gets_no_traceback(dataset, command, args):
+    """`eqfast-view ... | head -1`: the reader is gone before the output is written."""
+    proc = subprocess.Popen([sys.executable, "-m", f"eqfast.cli.{command}", str(dataset), *args],
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    err = err.decode()
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert proc.returncode == 0, err
+
+
+# ---------------------------------------------------------------------------- --help
+def _flag_help(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The help text of every flag as --help prints it (defaults included)."""
+    formatter = parser._get_formatter()
+    return {a.option_strings[-1] if a.option_strings else a.dest:
+            formatter._expand_help(a) if a.help else ""
+            for a in parser._actions if not isinstance(a, argparse._HelpAction)}
+
+
+def _parsers():
+    from eqfast.cli import eval_oracle, export_oracle, generate, train_oracle, validate, view
+    return {"eval-oracle": eval_oracle.build_parser(), "export-oracle": export_oracle.build_parser(),
+            "train-oracle": train_oracle.build_parser(), "generate": generate.build_parser(),
+            "validate": validate.build_parser(), "view": view.build_parser()}
+
+
+@pytest.mark.parametrize("tool", ["eval-oracle", "export-oracle", "train-oracle"])
+def test_oracle_tools_explain_every_flag_and_its_default(tool):
+    parser = _parsers()[tool]
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        text = _flag_help(parser)[action.option_strings[-1]]
+        assert len(text) > 10, (tool, action.option_strings, text)
+        takes_value = action.nargs != 0 and not action.required
+        says_default = "(default: " in text or (action.default is None and "left out" in text)
+        assert not takes_value or says_default, (tool, action.option_strings, text)
+    assert run_cli(tool, "--help").returncode == 0
+
+
+@pytest.mark.parametrize("tool", ["eval-oracle", "export-oracle", "train-oracle", "generate",
+                                  "validate", "view"])
+def test_help_states_each_default_once(tool):
+    """No "(default: None)" after a help that already says what happens by default, nor
+    "(default: False)" after an on/off switch."""
+    for flag, text in _flag_help(_parsers()[tool]).items():
+        stated = re.findall(r"\(default|defaults to|default:", text)
+        assert len(stated) <= 1, (tool, flag, text)
+        assert "(default: None)" not in text and "(default: False)" not in text, (tool, flag, text)
+
+
+def test_view_help_states_the_split_default():
+    assert "default: all" in _flag_help(_parsers()["view"])["--split"]
+
+
+def test_readme_says_where_oracle_labelling_happens():
+    from cliutil import REPO
+    line = next(l for l in (REPO / "README.md").read_text().splitlines()
+                if l.startswith("| `eqfast-train-oracle`"))
+    assert "eqfast.oracle.dataset" in line
+
+
+# ---------------------------------------------------------------------------- ess
+def test_ess_never_exceeds_n_worlds(tmp_path):
+    """float32 rounding of 1 / sum w^2 with N = 100 equal weights gives 100.00002; the
+    record holds a value inside [1, n_worlds], as docs/DATASET.md states."""
+    from eqfast.cli import generate
+    from eqfast.cli.view import load_records
+
+    out = tmp_path / "ds"
+    assert generate.main(["--out", str(out), "--games", "1", "--n-samples", "100",
+                          "--pipeline", "reference", "--threads", "1", "--quiet"]) == 0
+    records, _ = load_records(out)
+    assert bool((records["ess"] <= records["n_worlds"].float()).all())
+    assert bool((records["ess"] >= 1).all())
