@@ -4,6 +4,7 @@ records' ESS stays inside its documented range."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import pickle
 import re
 import subprocess
@@ -125,16 +126,13 @@ def _flag_help(parser: argparse.ArgumentParser) -> dict[str, str]:
             for a in parser._actions if not isinstance(a, argparse._HelpAction)}
 
 
-def _parsers():
-    from eqfast.cli import eval_oracle, export_oracle, generate, train_oracle, validate, view
-    return {"eval-oracle": eval_oracle.build_parser(), "export-oracle": export_oracle.build_parser(),
-            "train-oracle": train_oracle.build_parser(), "generate": generate.build_parser(),
-            "validate": validate.build_parser(), "view": view.build_parser()}
+def _parser(tool: str) -> argparse.ArgumentParser:
+    return importlib.import_module(f"eqfast.cli.{tool.replace('-', '_')}").build_parser()
 
 
 @pytest.mark.parametrize("tool", ["eval-oracle", "export-oracle", "train-oracle"])
 def test_oracle_tools_explain_every_flag_and_its_default(tool):
-    parser = _parsers()[tool]
+    parser = _parser(tool)
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
             continue
@@ -151,14 +149,14 @@ def test_oracle_tools_explain_every_flag_and_its_default(tool):
 def test_help_states_each_default_once(tool):
     """No "(default: None)" after a help that already says what happens by default, nor
     "(default: False)" after an on/off switch."""
-    for flag, text in _flag_help(_parsers()[tool]).items():
+    for flag, text in _flag_help(_parser(tool)).items():
         stated = re.findall(r"\(default|defaults to|default:", text)
         assert len(stated) <= 1, (tool, flag, text)
         assert "(default: None)" not in text and "(default: False)" not in text, (tool, flag, text)
 
 
 def test_view_help_states_the_split_default():
-    assert "default: all" in _flag_help(_parsers()["view"])["--split"]
+    assert "default: all" in _flag_help(_parser("view"))["--split"]
 
 
 def test_readme_says_where_oracle_labelling_happens():
