@@ -116,25 +116,28 @@ def _sample_worlds_kernel(
     b_state = tl.zeros([BLOCK_N], tl.int32) + b_size0 * N_NEED + b_size1   # a*8 + b
     p_counts = counts_ptr + i_g * ((MAX_POOL + 1) * N_STATES)
     p_owner = owner_ptr + (i_g * N + o_n) * MAX_POOL
-    for i in range(0, b_n_pool):
+    # a loop bound of MAX_POOL (constexpr) with the pool size as a mask, not range(b_n_pool):
+    # Triton 3.6's interpreter cannot take a loaded scalar as a loop bound (numpy 2 refuses
+    # int() of its 1-element array); the dead iterations only issue masked-off loads
+    for i in range(0, MAX_POOL):
+        b_live = i < b_n_pool
         b_allowed = tl.load(allowed_ptr + i_g * MAX_POOL + i)
         p_next = p_counts + (i + 1) * N_STATES
         # options in order seat 0, seat 1; seat 2's range is what is left of the rank.
         # (tl.where, not `&`, joins the scalar condition: the interpreter turns
         # block_bool & scalar_bool into an integer mask that tl.load rejects)
-        m_0 = tl.where((b_allowed & 1) != 0, m_n & (b_state >= N_NEED), False)
-        m_1 = tl.where((b_allowed & 2) != 0, m_n & ((b_state % N_NEED) >= 1), False)
+        m_0 = tl.where(b_live & ((b_allowed & 1) != 0), m_n & (b_state >= N_NEED), False)
+        m_1 = tl.where(b_live & ((b_allowed & 2) != 0), m_n & ((b_state % N_NEED) >= 1), False)
         b_w0 = tl.load(p_next + b_state - N_NEED, mask=m_0, other=0)
         b_w1 = tl.load(p_next + b_state - 1, mask=m_1, other=0)
         b_past0 = b_rank >= b_w0
         b_rank = b_rank - tl.where(b_past0, b_w0, 0)
         b_past1 = b_past0 & (b_rank >= b_w1)
         b_rank = b_rank - tl.where(b_past1, b_w1, 0)
-        b_owner = b_past0.to(tl.int8) + b_past1.to(tl.int8)
+        b_owner = tl.where(b_live, b_past0.to(tl.int8) + b_past1.to(tl.int8),
+                           tl.full([BLOCK_N], -1, tl.int8))
         tl.store(p_owner + i, b_owner, mask=m_n)
         b_state = b_state - tl.where(b_past0, 0, N_NEED) - tl.where(b_past0 & ~b_past1, 1, 0)
-    for i in range(b_n_pool, MAX_POOL):
-        tl.store(p_owner + i, tl.full([BLOCK_N], -1, tl.int8), mask=m_n)
 
 
 def _launch_config(n: int) -> tuple[int, int]:
