@@ -14,6 +14,8 @@
 #   tests       pytest -m "gpu or interpreter" (kernels compiled, graphs on/off/reference)
 #   engine      benchmarks/gpu_engine_table.py rows (oracles x graphs x precision x G)
 #   kernels     benchmarks/gpu_kernels.py: every stage vs its reference, GB/s
+#   moments-tune  benchmarks/gpu_moments_tune.py: the reduction's launch configurations
+#   ncu         Nsight Compute counters of the reduction and the sampler
 #   sanitizer   compute-sanitizer memcheck over the kernel tests
 #   bench       the pytest-benchmark suites (kernels, oracle), if time is left
 #
@@ -137,11 +139,13 @@ if [ $DRY = 1 ]; then
     HEADLINE=(--device cpu --games 2 --n-samples 4 --pipeline fast --backend reference --warmup 0 --batches 1)
     TESTS=(-m "not slow" tests/test_fast_engine.py -k "graph_cache or cuda")
     KERNELS=(--device cpu --games 4 --worlds 8 --window 2 --big-games 16)
+    TUNE=(--device cpu --games 8 --worlds 20)
     DRY_FLAG=--dry-run
 else
     HEADLINE=(--device cuda --games 256 --n-samples 100 --warmup 1 --batches 8 --oracle-alone)
     TESTS=(-m "gpu or interpreter" tests)
     KERNELS=(--device cuda)
+    TUNE=(--device cuda)
     DRY_FLAG=
 fi
 
@@ -153,6 +157,16 @@ step tests 100 170 tests.log $PY -m pytest -q "${TESTS[@]}" \
 step engine 40 400 run.log $PY benchmarks/gpu_engine_table.py --jsonl "$RES/runs.jsonl" \
     --stop-at $(( T0 + DEADLINE - 100 )) --tmp "$STATE/tmp" $DRY_FLAG
 step kernels 30 80 run.log $PY benchmarks/gpu_kernels.py "${KERNELS[@]}" --out "$RES/runs.jsonl"
+step moments-tune 25 60 run.log $PY benchmarks/gpu_moments_tune.py "${TUNE[@]}" --out "$RES/runs.jsonl"
+if [ $DRY = 0 ] && command -v ncu >/dev/null; then
+    # hardware counters of the reduction far beyond L2 and of the sampler at the engine's
+    # size: DRAM throughput, memory workload, occupancy (clocks left alone)
+    step ncu 40 90 run.log ncu --clock-control none --kernel-name regex:"weighted_moments|sample_worlds" \
+        --launch-skip 1 --launch-count 2 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section Occupancy --section LaunchStats $PY benchmarks/gpu_ncu_targets.py
+else
+    echo "ncu  skipped (dry run or no ncu)" >> "$RES/steps.txt"
+fi
 if [ $DRY = 0 ] && command -v compute-sanitizer >/dev/null; then
     # one cudaMalloc per tensor (no caching allocator) so an out-of-bounds access leaves
     # its allocation and memcheck sees it

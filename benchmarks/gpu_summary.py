@@ -24,7 +24,8 @@ def engine_table(runs: list[dict]) -> list[str]:
     for r in runs:
         dev = r.get("device_share", {}).get("by_stage", {}).get("oracle")
         lines.append(
-            f"{r.get('label', '')[:35]:<36}{r['oracle'][:33]:<34}{r.get('games_per_batch', 0):>6}"
+            f"{(r.get('label', '') + (' @' + r['commit'] if 'commit' in r else ''))[:35]:<36}"
+            f"{r['oracle'][:33]:<34}{r.get('games_per_batch', 0):>6}"
             f"{'K' + str(8) if r['posterior'] else '-':>5}{'on' if r.get('graphs') else 'off':>7}"
             f"{r.get('oracle_precision', 'fp32'):>6}{r['games_per_s']:>10.1f}"
             f"{r['oracle_rows_per_s']:>15,.0f}{_nan(r.get('oracle_alone_share'), 100):>8}"
@@ -49,6 +50,16 @@ def kernel_table(rows: list[dict]) -> list[str]:
                      f"{_nan(tri.get('per_s'), 1, '{:.3g}'):>12}"
                      f"{_nan(tri.get('gb_per_s'), 1, '{:.0f}'):>8}"
                      f"{_nan(tri.get('bandwidth_share'), 100, '{:.0f}%'):>9}")
+    return lines
+
+
+def tune_table(rows: list[dict]) -> list[str]:
+    lines = [f"{'G':>7}{'BLOCK_G':>9}{'warps':>7}{'ms':>10}{'GB/s':>9}{'of copy':>9}"
+             f"{'vs ref':>8}  same"]
+    for r in rows:
+        lines.append(f"{r['games']:>7}{r['block_g']:>9}{r['num_warps']:>7}{r['ms']:>10.4f}"
+                     f"{r['gb_per_s']:>9.0f}{_nan(r.get('bandwidth_share'), 100, '{:.0f}%'):>9}"
+                     f"{r['speedup_vs_reference']:>7.1f}x  {r['same_as_default']}")
     return lines
 
 
@@ -78,6 +89,10 @@ def main(argv=None) -> int:
                 "oracle stage, profiler runs only)"] + engine_table(runs) + [""]
     if kernels:
         out += ["== kernels vs reference (same card, same inputs)"] + kernel_table(kernels) + [""]
+    tune = [r for r in records if r.get("kind") == "moments_tune"]
+    if tune:
+        out += ["== reduction launch configurations (benchmarks/gpu_moments_tune.py)"] + \
+            tune_table(tune) + [""]
     print("\n".join(out))
     return 0
 

@@ -32,81 +32,100 @@ BLOCK_K = 8          # the 7 slots padded to a power of two
 def _weighted_moments_kernel(
     q_ptr, legal_ptr, logw_ptr,
     mean_ptr, var_ptr, ess_ptr, max_w_ptr, u_mean_ptr, u_max_ptr,
-    N,
+    G, N,
     stride_qg, stride_qn, stride_qk,
     stride_lg, stride_lk,
     stride_wg, stride_wn,
-    N_SLOTS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    N_SLOTS: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):
-    """For decision i_g: w_n = exp(logw_n - max), p = w / sum w; writes mean_k = sum p q_k,
-    var_k = sum p (q_k - mean_k)^2, ess = 1/sum p^2, max_w = max p, and the mean / max of
-    sqrt(var) over the legal slots (0 when none is legal)."""
-    i_g = tl.program_id(0).to(tl.int64)
+    """For each decision g of this program's BLOCK_G: w_n = exp(logw_n - max), p = w / sum w;
+    writes mean_k = sum p q_k, var_k = sum p (q_k - mean_k)^2, ess = 1/sum p^2,
+    max_w = max p, and the mean / max of sqrt(var) over the legal slots (0 when none is
+    legal). Tiles are [BLOCK_G, BLOCK_N, BLOCK_K]: several decisions per program keep more
+    loads in flight than one decision of N = 100 worlds does."""
+    o_g = tl.program_id(0).to(tl.int64) * BLOCK_G + tl.arange(0, BLOCK_G).to(tl.int64)
+    m_g = o_g < G
     o_k = tl.arange(0, BLOCK_K)
     m_k = o_k < N_SLOTS
 
-    b_max = float("-inf")                      # running max of the log-weights
-    b_sum = 0.0                                # sum of exp(logw - b_max)
-    b_sum_sq = 0.0                             # sum of exp(logw - b_max)^2
-    b_mean = tl.zeros([BLOCK_K], dtype=tl.float32)
-    b_m2 = tl.zeros([BLOCK_K], dtype=tl.float32)
+    b_max = tl.full([BLOCK_G], float("-inf"), tl.float32)   # running max of the log-weights
+    b_sum = tl.zeros([BLOCK_G], dtype=tl.float32)           # sum of exp(logw - b_max)
+    b_sum_sq = tl.zeros([BLOCK_G], dtype=tl.float32)        # sum of exp(logw - b_max)^2
+    b_mean = tl.zeros([BLOCK_G, BLOCK_K], dtype=tl.float32)
+    b_m2 = tl.zeros([BLOCK_G, BLOCK_K], dtype=tl.float32)
 
     for n0 in range(0, N, BLOCK_N):
         o_n = n0 + tl.arange(0, BLOCK_N)
-        m_n = o_n < N
-        p_w = logw_ptr + i_g * stride_wg + o_n * stride_wn
-        b_logw = tl.load(p_w, mask=m_n, other=float("-inf")).to(tl.float32)
-        p_q = q_ptr + i_g * stride_qg + o_n[:, None] * stride_qn + o_k[None, :] * stride_qk
-        b_q = tl.load(p_q, mask=m_n[:, None] & m_k[None, :], other=0.0).to(tl.float32)
+        m_gn = m_g[:, None] & (o_n < N)[None, :]                       # [G, N]
+        p_w = logw_ptr + o_g[:, None] * stride_wg + o_n[None, :] * stride_wn
+        b_logw = tl.load(p_w, mask=m_gn, other=float("-inf")).to(tl.float32)
+        p_q = (q_ptr + o_g[:, None, None] * stride_qg + o_n[None, :, None] * stride_qn
+               + o_k[None, None, :] * stride_qk)
+        b_q = tl.load(p_q, mask=m_gn[:, :, None] & m_k[None, None, :], other=0.0).to(tl.float32)
 
-        new_max = tl.maximum(b_max, tl.max(b_logw, axis=0))
+        new_max = tl.maximum(b_max, tl.max(b_logw, axis=1))
         safe_max = tl.where(new_max == float("-inf"), 0.0, new_max)   # all -inf so far
         rescale = tl.exp(b_max - safe_max)                           # 0 while b_max = -inf
-        b_w = tl.exp(b_logw - safe_max)                              # 0 for -inf weights
-        b_q = tl.where(b_w[:, None] > 0, b_q, 0.0)                   # never read a dead Q
+        b_w = tl.exp(b_logw - safe_max[:, None])                     # 0 for -inf weights
+        live = b_w[:, :, None] > 0
+        b_q = tl.where(live, b_q, 0.0)                               # never read a dead Q
 
-        blk_sum = tl.sum(b_w, axis=0)
-        blk_mean = tl.sum(b_w[:, None] * b_q, axis=0) / tl.maximum(blk_sum, 1e-30)
-        b_dev = tl.where(b_w[:, None] > 0, b_q - blk_mean[None, :], 0.0)
-        blk_m2 = tl.sum(b_w[:, None] * b_dev * b_dev, axis=0)
+        blk_sum = tl.sum(b_w, axis=1)
+        blk_mean = tl.sum(b_w[:, :, None] * b_q, axis=1) / tl.maximum(blk_sum, 1e-30)[:, None]
+        b_dev = tl.where(live, b_q - blk_mean[:, None, :], 0.0)
+        blk_m2 = tl.sum(b_w[:, :, None] * b_dev * b_dev, axis=1)
 
         old_sum = b_sum * rescale
         new_sum = old_sum + blk_sum
         frac = blk_sum / tl.maximum(new_sum, 1e-30)                  # 0 when both are empty
         delta = blk_mean - b_mean
-        b_mean = b_mean + delta * frac
-        b_m2 = b_m2 * rescale + blk_m2 + delta * delta * old_sum * frac
-        b_sum_sq = b_sum_sq * rescale * rescale + tl.sum(b_w * b_w, axis=0)
+        b_mean = b_mean + delta * frac[:, None]
+        b_m2 = b_m2 * rescale[:, None] + blk_m2 + delta * delta * (old_sum * frac)[:, None]
+        b_sum_sq = b_sum_sq * rescale * rescale + tl.sum(b_w * b_w, axis=1)
         b_sum = new_sum
         b_max = new_max
 
     dead = b_sum == 0.0                                               # every logw was -inf
     nan = float("nan")
-    b_var = tl.maximum(b_m2 / b_sum, 0.0)
-    b_var = tl.where(dead, nan, b_var)
-    b_mean = tl.where(dead, nan, b_mean)
-    tl.store(mean_ptr + i_g * N_SLOTS + o_k, b_mean, mask=m_k)
-    tl.store(var_ptr + i_g * N_SLOTS + o_k, b_var, mask=m_k)
-    tl.store(ess_ptr + i_g, tl.where(dead, nan, b_sum * b_sum / b_sum_sq))
-    tl.store(max_w_ptr + i_g, tl.where(dead, nan, 1.0 / b_sum))     # the top weight is exp(0)
+    b_var = tl.maximum(b_m2 / b_sum[:, None], 0.0)
+    b_var = tl.where(dead[:, None], nan, b_var)
+    b_mean = tl.where(dead[:, None], nan, b_mean)
+    m_gk = m_g[:, None] & m_k[None, :]
+    o_gk = o_g[:, None] * N_SLOTS + o_k[None, :]
+    tl.store(mean_ptr + o_gk, b_mean, mask=m_gk)
+    tl.store(var_ptr + o_gk, b_var, mask=m_gk)
+    tl.store(ess_ptr + o_g, tl.where(dead, nan, b_sum * b_sum / b_sum_sq), mask=m_g)
+    tl.store(max_w_ptr + o_g, tl.where(dead, nan, 1.0 / b_sum), mask=m_g)   # top weight exp(0)
 
-    b_legal = tl.load(legal_ptr + i_g * stride_lg + o_k * stride_lk, mask=m_k, other=0) != 0
+    p_l = legal_ptr + o_g[:, None] * stride_lg + o_k[None, :] * stride_lk
+    b_legal = tl.load(p_l, mask=m_gk, other=0) != 0
     b_sd = tl.where(b_legal, tl.sqrt(b_var), 0.0)
-    n_legal = tl.sum(b_legal.to(tl.float32), axis=0)
-    u_mean = tl.sum(b_sd, axis=0) / tl.maximum(n_legal, 1.0)
-    u_max = tl.max(b_sd, axis=0)
-    tl.store(u_mean_ptr + i_g, tl.where(dead, nan, u_mean))
-    tl.store(u_max_ptr + i_g, tl.where(dead, nan, u_max))
+    n_legal = tl.sum(b_legal.to(tl.float32), axis=1)
+    u_mean = tl.sum(b_sd, axis=1) / tl.maximum(n_legal, 1.0)
+    u_max = tl.max(b_sd, axis=1)
+    tl.store(u_mean_ptr + o_g, tl.where(dead, nan, u_mean), mask=m_g)
+    tl.store(u_max_ptr + o_g, tl.where(dead, nan, u_max), mask=m_g)
 
 
-def _launch_config(n_worlds: int) -> tuple[int, int]:
-    """(BLOCK_N, num_warps): a [BLOCK_N, 8] tile of at most 128 worlds per step (N = 100
-    fits one block); untuned on a GPU yet (this session had none)."""
+#: (BLOCK_G, num_warps) of the launch: chosen on an H200 (benchmarks/gpu_moments_tune.py;
+#: figures in benchmarks/RESULTS.md); BLOCK_N is fixed by N below
+MOMENTS_CONFIG = {"block_g": 1, "num_warps": None}
+
+
+def _launch_config(n_worlds: int, block_g: int | None = None,
+                   num_warps: int | None = None) -> tuple[int, int, int]:
+    """(BLOCK_G, BLOCK_N, num_warps): tiles of BLOCK_G decisions x at most 128 worlds per
+    step (N = 100 fits one block)."""
     block_n = min(128, max(16, triton.next_power_of_2(n_worlds)))
-    return block_n, (4 if block_n >= 128 else 2)
+    block_g = MOMENTS_CONFIG["block_g"] if block_g is None else block_g
+    num_warps = num_warps or MOMENTS_CONFIG["num_warps"] or \
+        max(1, min(8, block_g * (4 if block_n >= 128 else 2)))
+    return block_g, block_n, num_warps
 
 
-def _launch(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor) -> Moments:
+def _launch(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor,
+            block_g: int | None = None, num_warps: int | None = None) -> Moments:
     if q.dim() != 3 or q.shape[2] != N_SLOTS:
         raise ValueError(f"q must be [G, N, 7], got {tuple(q.shape)}")
     G, N, _ = q.shape
@@ -124,14 +143,14 @@ def _launch(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor) -> Moments
         for t in (mean, var, ess, max_w, u_mean, u_max):
             t.fill_(float("nan"))
         return Moments(mean, var, ess, max_w, u_mean, u_max)
-    block_n, num_warps = _launch_config(N)
-    _weighted_moments_kernel[(G,)](
+    block_g, block_n, num_warps = _launch_config(N, block_g, num_warps)
+    _weighted_moments_kernel[(triton.cdiv(G, block_g),)](
         q, legal, logw, mean, var, ess, max_w, u_mean, u_max,
-        N,
+        G, N,
         q.stride(0), q.stride(1), q.stride(2),
         legal.stride(0), legal.stride(1),
         logw.stride(0), logw.stride(1),
-        N_SLOTS=N_SLOTS, BLOCK_N=block_n, BLOCK_K=BLOCK_K, num_warps=num_warps,
+        N_SLOTS=N_SLOTS, BLOCK_G=block_g, BLOCK_N=block_n, BLOCK_K=BLOCK_K, num_warps=num_warps,
     )
     return Moments(mean, var, ess, max_w, u_mean, u_max)
 

@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from eqfast.engine.fast import FastEngine
-from eqfast.engine.pipeline import N_DECISIONS, Engine, EngineConfig
+from eqfast.engine.pipeline import N_DECISIONS, Engine, EngineConfig, oracle_precision
 from eqfast.engine.posterior import PosteriorConfig
 from eqfast.oracle.tokenizer import N_CODES
 from eqfast.utils import profiling
@@ -309,7 +309,7 @@ def oracle_alone_seconds(engine, run: dict, batches: int) -> float | None:
     gen = torch.Generator(device=dev).manual_seed(0)
     codes = torch.randint(0, N_CODES, (rows, 28), device=dev, generator=gen)
     slots = torch.randint(0, 28, (rows, 7), device=dev, generator=gen)
-    with torch.no_grad():
+    with torch.no_grad(), oracle_precision(engine.cfg.oracle_precision, dev):
         for _ in range(3):                       # warm-up (TorchScript optimizes, caches)
             module.forward_codes(codes, slots)
         _sync(dev)

@@ -92,6 +92,21 @@ def test_kernel_matches_float64_reference(G, N, weights, poisoned_empty):
     assert_matches_reference(got, q, legal, logw)
 
 
+BLOCKED = [(G, N, w, bg) for G, N in [(5, 100), (3, 257), (9, 13)] for w in ("random", "minus_inf")
+           for bg in (2, 4, 8)]
+
+
+@pytest.mark.parametrize("G,N,weights,block_g", BLOCKED,
+                         ids=[f"G{g}-N{n}-{w}-bg{b}" for g, n, w, b in BLOCKED])
+def test_several_decisions_per_program(G, N, weights, block_g, poisoned_empty):
+    """BLOCK_G decisions per program, G not a multiple of it: the last program's spare rows
+    are masked off, every real row is written."""
+    q, legal, logw = _inputs(G, N, seed=G * 31 + N + block_g, weights=weights)
+    for warps in (1, 4):
+        got = km._launch(q, legal, logw, block_g=block_g, num_warps=warps)
+        assert_matches_reference(got, q, legal, logw)
+
+
 def test_all_minus_inf_row_is_nan(poisoned_empty):
     poisoned_empty["value"] = 12345.0           # NaN is the right answer here: poison otherwise
     q, legal, logw = _inputs(3, 20, seed=11)
@@ -123,11 +138,11 @@ spec.loader.exec_module(mod)
 sig = {name: "*fp32" for name in ("q_ptr", "logw_ptr", "mean_ptr", "var_ptr", "ess_ptr",
                                   "max_w_ptr", "u_mean_ptr", "u_max_ptr")}
 sig["legal_ptr"] = "*u8"
-for name in ("N", "stride_qg", "stride_qn", "stride_qk", "stride_lg", "stride_lk",
+for name in ("G", "N", "stride_qg", "stride_qn", "stride_qk", "stride_lg", "stride_lk",
              "stride_wg", "stride_wn"):
     sig[name] = "i32"
-block_n, num_warps = mod._launch_config(100)
-consts = {"N_SLOTS": 7, "BLOCK_N": block_n, "BLOCK_K": 8}
+block_g, block_n, num_warps = mod._launch_config(100)
+consts = {"N_SLOTS": 7, "BLOCK_G": block_g, "BLOCK_N": block_n, "BLOCK_K": 8}
 sig.update({k: "constexpr" for k in consts})
 try:
     compiled = triton.compile(ASTSource(mod._weighted_moments_kernel, sig, constexprs=consts),

@@ -98,12 +98,12 @@ def test_uniform_fallback_when_every_world_contradicts(monkeypatch):
     want, got = run_both((q, legal, slot, step_valid, world_valid), cfg, monkeypatch)
     assert want[1].fallback_uniform.tolist() == [False, True, False]
     assert_close_results(want, got)
+    on_device = [t.to(DEVICE) for t in (q, legal, slot, step_valid, world_valid)]
     with pytest.raises(ValueError, match="every one of its"):     # strict: the reference's error
-        eqfast.kernels.posterior_log_weights(q, legal, slot, step_valid, PosteriorConfig(),
-                                             world_valid)
+        eqfast.kernels.posterior_log_weights(*on_device[:4], PosteriorConfig(), on_device[4])
     with host_checks_off():                   # inside a captured step: no check, the fallback
-        got_unchecked = eqfast.kernels.posterior_log_weights(q, legal, slot, step_valid,
-                                                             PosteriorConfig(), world_valid)
+        got_unchecked = eqfast.kernels.posterior_log_weights(*on_device[:4], PosteriorConfig(),
+                                                             on_device[4])
         want_unchecked = reference(q, legal, slot, step_valid, PosteriorConfig(), world_valid)
     assert_close_results(want_unchecked, got_unchecked)
 
@@ -116,8 +116,8 @@ def test_in_hand_illegal_observation(monkeypatch):
     legal[0, 5, 1, 6] = True
     slot[0, 5, 1] = 2                          # in hand, but not a legal slot
     with pytest.raises(ValueError, match="illegal there"):
-        eqfast.kernels.posterior_log_weights(q, legal, slot, step_valid, PosteriorConfig(),
-                                             world_valid)
+        eqfast.kernels.posterior_log_weights(*(t.to(DEVICE) for t in (q, legal, slot, step_valid)),
+                                             PosteriorConfig(), world_valid.to(DEVICE))
     want, got = run_both((q, legal, slot, step_valid, world_valid),
                          PosteriorConfig(strict=False), monkeypatch)
     assert want[1].n_illegal.tolist() == [1, 0]

@@ -1,9 +1,10 @@
 """Philox-4x32-10 reference: the published known answers, and bit-identity with Triton's
-tl.randint4x (interpreter on CPU) for 64-bit keys and counters."""
+tl.randint4x (interpreter on CPU, compiled on CUDA) for 64-bit keys and counters."""
 from __future__ import annotations
 
 import pytest
 import torch
+from conftest import TEST_DEVICE
 
 from eqfast.utils.rng import philox, uniform_float, uniform_u64
 
@@ -42,8 +43,9 @@ def test_matches_triton_randint4x(seed):
         tl.store(out + o_i * 4 + 3, r3.to(tl.int64) & 0xFFFFFFFF, mask=m_i)
 
     n = 50
-    out = torch.full((64, 4), -1, dtype=torch.int64)
+    out = torch.full((64, 4), -1, dtype=torch.int64, device=TEST_DEVICE)
     draw[(1,)](out, seed, n, BLOCK=64)
+    out = out.cpu()
     ctr = torch.arange(64, dtype=torch.int64) * 1000003 + (1 << 33)
     ref = torch.stack(philox(torch.tensor(seed), ctr), 1)
     assert torch.equal(out[:n], ref[:n])
