@@ -110,6 +110,18 @@ def test_output_path_that_is_a_file_is_refused_before_any_work(tmp_path):
     assert target.read_text() == "not a directory"
 
 
+@pytest.mark.skipif(os.access("/sys", os.W_OK) and not os.path.ismount("/sys"),
+                    reason="no directory here that even root cannot write")
+def test_unwritable_output_directory_is_refused_before_any_work():
+    """Root-proof: sysfs refuses new entries to every user (a read-only directory does not
+    stop root, so the test below cannot run as root)."""
+    out = "/sys/eqfast-test-out"
+    proc = run_cli("generate", "--out", out, "--games", "16", "--games-per-batch", "16",
+                   "--n-samples", "100", "--oracle", "exact", "--quiet", timeout=60)
+    assert_usage_error(proc, out)
+    assert not os.path.exists(out)
+
+
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
                     reason="root writes into read-only directories")
 def test_read_only_output_directory_is_refused_before_any_work(tmp_path):
