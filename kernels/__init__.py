@@ -31,6 +31,25 @@ import os
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
+
+def _check_interpreter_numpy() -> None:
+    """Triton 3.6's interpreter turns kernel scalars into 1-element numpy arrays and takes
+    int() of them, which NumPy 2.4 refuses: every kernel with a runtime loop bound would
+    fail with an obscure TypeError. Say so at import instead (measured: 3.6 with numpy
+    2.3.5 passes the suite, with 2.4.6 fails 51 tests; 3.9 passes with 2.4.6)."""
+    import numpy
+    import triton
+
+    triton_v = tuple(int(x) for x in triton.__version__.split(".")[:2])
+    numpy_v = tuple(int(x) for x in numpy.__version__.split(".")[:2])
+    if INTERPRETED and triton_v <= (3, 6) and numpy_v >= (2, 4):
+        raise ImportError(
+            f"Triton {triton.__version__}'s CPU interpreter (TRITON_INTERPRET=1) does not work "
+            f"with NumPy {numpy.__version__}: install numpy<2.4, or Triton >= 3.9")
+
+
+_check_interpreter_numpy()
+
 from .moments import weighted_moments
 from .posterior import posterior_log_weights
 from .advance import play
