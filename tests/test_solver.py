@@ -304,3 +304,30 @@ def test_q_batch_rejects_bad_thread_counts():
     for threads in (0, 65):
         with pytest.raises(ValueError, match="threads"):
             solver.q_batch(good, [0], [0], [[-1] * 3], threads=threads)
+
+
+def test_concurrent_python_threads_get_correct_answers():
+    """The extension's tables are shared: calls from several Python threads (each releasing
+    the GIL while it searches) are serialized inside it and all get exact answers."""
+    import threading
+
+    states, *rows = _random_rows(40, seed=9)
+    want = solver.q_batch(*rows)
+    got, errors = {}, []
+
+    def work(i):
+        try:
+            got[i] = solver.q_batch(*rows, threads=1 + i % 2)
+            s = states[i]
+            assert solver.q_values(s.hands, s.decl, s.leader, s.trick) == \
+                {t: int(x) for t, x in enumerate(want[i]) if x != solver.ILLEGAL}
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(np.array_equal(q, want) for q in got.values()) and len(got) == 4
