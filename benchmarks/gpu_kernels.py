@@ -5,8 +5,8 @@
 
 For every stage of `eqfast.engine.pipeline.Backend` both implementations run on the same
 inputs (real game states after random legal plays: a mix of openings and mid-hand states
-with voids), timed with CUDA events over repeated calls (`triton.testing.do_bench`, median)
-after warm-up. Per stage and implementation it reports milliseconds per call, the work rate
+with voids), timed as replays of a CUDA graph of repeated calls (`do_bench_cudagraph`,
+median; see `time_ms`), as the engine runs them, after warm-up. Per stage and implementation it reports milliseconds per call, the work rate
 in the stage's own unit (decisions/s, worlds/s, oracle rows/s) and an effective bandwidth:
 the bytes of every tensor read and written once (inputs + outputs, a lower bound on the
 traffic) over the time, as GB/s and as a fraction of the card's device-to-device copy
@@ -49,11 +49,28 @@ def nbytes(x) -> int:
     return 0
 
 
-def time_ms(fn, device: torch.device, reps: int) -> float:
-    """Median milliseconds per call of fn()."""
+def time_ms(fn, device: torch.device, reps: int, graph: bool = True) -> float:
+    """Median milliseconds per call of fn().
+
+    On CUDA, the calls are replayed from a CUDA graph (`do_bench_cudagraph`) when fn can be
+    captured: the engine runs every stage inside one, and a stage of a few microseconds
+    timed by events between eager calls measures the Python wrapper's launch cost, not the
+    device (the first H200 session saw 2-6x swings between runs that way). A stage that
+    cannot be captured is timed eagerly (`do_bench`); `last_timing` says which."""
     if device.type == "cuda":
-        from triton.testing import do_bench
+        from triton.testing import do_bench, do_bench_cudagraph
+        if graph:
+            try:
+                ms = float(do_bench_cudagraph(fn, rep=max(10, reps // 4), return_mode="median"))
+                last_timing["method"] = "cuda-graph"
+                return ms
+            except Exception as exc:              # not capturable: eager timing
+                torch.cuda.synchronize()
+                last_timing["method"] = f"events ({type(exc).__name__})"
+        else:
+            last_timing["method"] = "events"
         return float(do_bench(fn, warmup=10, rep=reps, return_mode="median"))
+    last_timing["method"] = "host clock"
     fn()
     times = []
     for _ in range(3):
@@ -63,13 +80,16 @@ def time_ms(fn, device: torch.device, reps: int) -> float:
     return sorted(times)[1]
 
 
+last_timing: dict = {"method": None}
+
+
 def copy_bandwidth(device: torch.device) -> float | None:
     """GB/s of a device-to-device copy of 1 GiB (bytes read + written)."""
     if device.type != "cuda":
         return None
     src = torch.empty(1 << 28, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
-    ms = time_ms(lambda: dst.copy_(src), device, 200)
+    ms = time_ms(lambda: dst.copy_(src), device, 200, graph=False)   # 0.5 ms: launch cost moot
     del src, dst
     return 2 * (1 << 30) / (ms * 1e-3) / 1e9
 
@@ -150,7 +170,8 @@ def measure(name, args, unit, count, backends, device, reps, bandwidth, label=No
             moved = nbytes(args) + nbytes(result)
             ms = time_ms(lambda: fn(*args), device, reps)
         gbs = moved / (ms * 1e-3) / 1e9
-        out[impl] = {"ms": round(ms, 5), "per_s": count / (ms * 1e-3), "bytes": moved,
+        out[impl] = {"ms": round(ms, 5), "timing": last_timing["method"],
+                     "per_s": count / (ms * 1e-3), "bytes": moved,
                      "gb_per_s": round(gbs, 2),
                      "bandwidth_share": round(gbs / bandwidth, 4) if bandwidth else None}
     if "reference" in out and "triton" in out:

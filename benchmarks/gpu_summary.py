@@ -55,11 +55,11 @@ def kernel_table(rows: list[dict]) -> list[str]:
 
 def tune_table(rows: list[dict]) -> list[str]:
     lines = [f"{'G':>7}{'BLOCK_G':>9}{'warps':>7}{'ms':>10}{'GB/s':>9}{'of copy':>9}"
-             f"{'vs ref':>8}  same"]
+             f"{'vs ref':>8}  max rel diff"]
     for r in rows:
         lines.append(f"{r['games']:>7}{r['block_g']:>9}{r['num_warps']:>7}{r['ms']:>10.4f}"
                      f"{r['gb_per_s']:>9.0f}{_nan(r.get('bandwidth_share'), 100, '{:.0f}%'):>9}"
-                     f"{r['speedup_vs_reference']:>7.1f}x  {r['same_as_default']}")
+                     f"{r['speedup_vs_reference']:>7.1f}x  {r.get('max_rel_diff', float('nan')):.1e}")
     return lines
 
 
