@@ -108,9 +108,14 @@ def _weighted_moments_kernel(
     tl.store(u_max_ptr + o_g, tl.where(dead, nan, u_max), mask=m_g)
 
 
-#: (BLOCK_G, num_warps) of the launch: chosen on an H200 (benchmarks/gpu_moments_tune.py;
-#: figures in benchmarks/RESULTS.md); BLOCK_N is fixed by N below
-MOMENTS_CONFIG = {"block_g": 1, "num_warps": None}
+#: (BLOCK_G, num_warps) of the launch, chosen on an H200 with benchmarks/gpu_moments_tune.py
+#: (N = 100, CUDA-graph replays): one decision per program and one warp was the fastest of
+#: 16 configurations at G = 256, 1024 and 65,536 (0.0953 ms at 65,536, 53% of the copy
+#: bandwidth, against 0.1458 ms with 4 warps): the kernel is issue-bound (ncu: SM 86%,
+#: DRAM 30% with 4 warps), and one warp reduces over worlds within its lanes instead of
+#: through shared memory. Fixed, not chosen per call: the warps set the float rounding
+#: of the sums, and records must not depend on the batch size.
+MOMENTS_CONFIG = {"block_g": 1, "num_warps": 1}
 
 
 def _launch_config(n_worlds: int, block_g: int | None = None,

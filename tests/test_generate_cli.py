@@ -161,3 +161,28 @@ def test_records_breaking_the_invariants_are_never_written(tmp_path, capsys, mon
     err = capsys.readouterr().err
     assert "seeds 0..1 fail the invariants" in err and "e_q_mean" in err
     assert not list(out.rglob("*.safetensors"))
+
+
+def test_oracle_precision_is_applied_and_recorded(tmp_path):
+    """--oracle-precision bf16 runs the shipped network under bf16 autocast (E[Q] moves by
+    the rounding, actions mostly agree), and the metadata and resume settings say so."""
+    args = ["--games", "1", "--n-samples", "8", "--quiet", "--threads", "1"]
+    assert main(["--out", str(tmp_path / "fp32"), *args]) == 0
+    assert main(["--out", str(tmp_path / "bf16"), *args, "--oracle-precision", "bf16"]) == 0
+    def read_any_split(root):
+        for split in ("train", "val", "test"):
+            try:
+                records, metas = read_dataset(root, split)
+            except ShardError:
+                continue
+            if len(records):
+                return records, metas[0]
+        raise AssertionError(f"{root}: no shards")
+
+    (fp32, meta32), (bf16, meta16) = (read_any_split(tmp_path / name) for name in ("fp32", "bf16"))
+    legal = fp32["legal_mask"]
+    diff = (fp32["e_q_mean"] - bf16["e_q_mean"]).abs()[legal]
+    assert 0 < float(diff.max()) < 2.0
+    assert meta16["oracle_precision"] == "bf16" and meta32["oracle_precision"] == "fp32"
+    assert meta16["settings"]["oracle_precision"] == "bf16"
+    assert "oracle_precision" not in meta32["settings"]          # old directories still resume

@@ -93,7 +93,7 @@ def test_kernel_matches_float64_reference(G, N, weights, poisoned_empty):
 
 
 BLOCKED = [(G, N, w, bg) for G, N in [(5, 100), (3, 257), (9, 13)] for w in ("random", "minus_inf")
-           for bg in (2, 4, 8)]
+           for bg in (1, 2, 4, 8)]
 
 
 @pytest.mark.parametrize("G,N,weights,block_g", BLOCKED,
@@ -102,7 +102,7 @@ def test_several_decisions_per_program(G, N, weights, block_g, poisoned_empty):
     """BLOCK_G decisions per program, G not a multiple of it: the last program's spare rows
     are masked off, every real row is written."""
     q, legal, logw = _inputs(G, N, seed=G * 31 + N + block_g, weights=weights)
-    for warps in (1, 4):
+    for warps in (1, 2, 4, 8):
         got = km._launch(q, legal, logw, block_g=block_g, num_warps=warps)
         assert_matches_reference(got, q, legal, logw)
 

@@ -29,7 +29,7 @@ from ..data.shards import (OutputError, ShardError, completed_seed_ranges,
                            incomplete_seed_ranges, lock_output, output_problem, run_metadata,
                            write_split_shards)
 from ..engine.fast import FastEngine
-from ..engine.pipeline import Engine, EngineConfig
+from ..engine.pipeline import ORACLE_PRECISIONS, Engine, EngineConfig
 from ..engine.policy import ExplorationConfig
 from ..engine.posterior import PosteriorConfig
 from ..engine.games import parse_decl_mode
@@ -88,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "rows and supports --sem (faster on the CPU); auto = fast on CUDA")
     o.add_argument("--no-graphs", action="store_true",
                    help="fast pipeline without CUDA-graph capture (debugging)")
+    o.add_argument("--oracle-precision", choices=list(ORACLE_PRECISIONS), default="fp32",
+                   help="arithmetic of the network forward: fp32; tf32 (CUDA matmuls with TF32 "
+                        "inputs); bf16 (autocast; on an H200 2x the rows/s of fp32 for a 1.2M "
+                        "transformer, and on 2,800 fresh positions q_gap 0.525 vs 0.528 fp32, "
+                        "argmax changed in 1%% of them; benchmarks/RESULTS.md)")
     o.add_argument("--threads", type=int, default=0,
                    help="torch CPU threads (0 = as many as torch picks; 1 is fastest on a busy "
                         "machine)")
@@ -179,6 +184,8 @@ def run_settings(cfg: EngineConfig, identity: dict) -> dict:
         "exploration": asdict(cfg.exploration), "decl_mode": str(cfg.decl_mode),
         "store_worlds": cfg.store_worlds,
         "oracle": identity.get("sha256") or identity.get("name"),
+        # only when not fp32, so directories written before the switch existed still resume
+        **({"oracle_precision": cfg.oracle_precision} if cfg.oracle_precision != "fp32" else {}),
     })
 
 
@@ -213,6 +220,7 @@ def engine_config(args) -> EngineConfig:
     return EngineConfig(
         n_samples=args.n_samples, seed=args.seed, sem=args.sem, max_samples=args.max_samples,
         store_worlds=args.store_worlds, decl_mode=args.decl,
+        oracle_precision=args.oracle_precision,
         posterior=(PosteriorConfig(tau=args.tau, beta=args.beta, window_k=args.window,
                                    delta=args.delta) if args.posterior else None),
         exploration=ExplorationConfig(temperature=args.temperature, epsilon=args.epsilon,
@@ -324,6 +332,7 @@ def run(args, cfg: EngineConfig, oracle, identity: dict) -> int:
             extra={"settings": settings, "seed_range": [seeds[0], seeds[-1]], "run_seed": cfg.seed,
                    "backend": engine.backend.name, "pipeline": "fast" if fast else "reference",
                    "device": str(engine.device), "decl_mode": cfg.decl_mode,
+                   "oracle_precision": cfg.oracle_precision,
                    "adaptive": {"sem": cfg.sem, "max_samples": cfg.max_samples}})
         write_split_shards(records, meta, args.out, seeds[0], seeds[-1], formats)
         written_games += len(seeds)
