@@ -311,3 +311,26 @@ def test_profile_run_oracle_alone(profile_run, tmp_path):
                              "--backend", "reference", "--warmup", "0", "--oracle-alone",
                              "--posterior", "--oracle", "random:mlp", "--json", str(out_json)]) == 0
     assert "oracle_alone_s" not in json.loads(out_json.read_text())
+
+
+def test_imports_and_ranges_without_the_nvtx_package(tmp_path):
+    """The GPU machines have no `nvtx` package: the package, the stage ranges and
+    profile_run must work without it (torch.cuda.nvtx on CUDA builds, else no-op)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "import sys; sys.modules['nvtx'] = None\n"          # `import nvtx` raises ImportError
+        "sys.path.insert(0, %r)\n"
+        "import eqfast, eqfast.engine.fast, eqfast.cli.generate\n"
+        "from eqfast.utils import profiling\n"
+        "import profile_run\n"
+        "with profiling.stage('x'), profiling.nvtx_range('eqfast/y'):\n"
+        "    pass\n"
+        "assert profiling.STAGE_CALLS['x'] == 1\n"
+        "print('ok')\n" % str(root / "profiling"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
