@@ -22,7 +22,6 @@ if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
     raise SystemExit("compile_kernels_sm90: run with TRITON_INTERPRET unset")
 
 import torch  # noqa: E402
-import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.runtime import driver  # noqa: E402
 from triton.runtime.jit import KernelInterface  # noqa: E402
