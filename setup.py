@@ -28,7 +28,10 @@ setup(
     # sampler's Philox streams) gives other numbers before 3.4.
     install_requires=["torch>=2.4", "triton>=3.4", "numpy>=1.24", "safetensors>=0.4"],
     extras_require={
-        "test": ["pytest>=7", "pytest-benchmark>=4"],
+        # the ONNX export and its check (eqfast-export-oracle --format onnx)
+        "onnx": ["onnx>=1.16", "onnxscript>=0.2", "onnxruntime>=1.18"],
+        "test": ["pytest>=7", "pytest-benchmark>=4", "onnx>=1.16", "onnxscript>=0.2",
+                 "onnxruntime>=1.18"],
         "bench": ["pytest-benchmark>=4"],
         # NVTX ranges through the `nvtx` package; without it torch.cuda.nvtx is used on CUDA
         "profile": ["nvtx>=0.2"],

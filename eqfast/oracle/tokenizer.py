@@ -60,7 +60,9 @@ def tokenize(hands: torch.Tensor, remaining: torch.Tensor, decl: torch.Tensor,
     dev = hands.device
     seats = torch.arange(4, device=dev)
     rel_seat = (seats[None, :] - actor[:, None]) % 4                       # [N, 4]
-    in_hand = ((remaining[:, :, None] >> torch.arange(7, device=dev)) & 1) != 0
+    # slot bits by AND with 1 << slot (ONNX has no right shift of tensors; same values)
+    slot_bits = torch.tensor([1, 2, 4, 8, 16, 32, 64], dtype=remaining.dtype, device=dev)
+    in_hand = (remaining[:, :, None] & slot_bits) != 0
     gone = torch.full_like(hands, 10)
     hand_status = torch.where(in_hand, rel_seat[:, :, None].expand_as(hands), gone)
     # Column 28 is a dump for -1 (padding) indices; it is dropped at the end.
