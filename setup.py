@@ -44,5 +44,6 @@ setup(
         "eqfast-generate=eqfast.cli.generate:main",
         "eqfast-view=eqfast.cli.view:main",
         "eqfast-validate=eqfast.cli.validate:main",
+        "eqfast-bid=eqfast.cli.bid:main",
     ]},
 )

@@ -1,0 +1,75 @@
+"""The readable table of an `evaluate` result (the JSON holds everything; this is a view)."""
+from __future__ import annotations
+
+
+def _p(x: float) -> str:
+    return " 1  " if x == 1 else " 0  " if x == 0 else f"{x:.2f}"[1:].rjust(4) if x < 1 else f"{x:.2f}"
+
+
+def _g(x) -> str:
+    return "none" if x is None else f"{x:.1f}"
+
+
+def format_table(r: dict, detail: str = "best") -> str:
+    """Header, per-contract scores, the p_upper matrix, and per-level detail for the chosen
+    contract (`detail` = "best"), every contract ("all") or none ("none")."""
+    lines = [f"hand {r['hand']}  (bidder seat {r['bidder_seat']}, leads)   "
+             f"completion model {r['completion_model']}   N = {r['n']}   seed {r['seed']}",
+             f"values: {r['values']}",
+             f"p_upper = {r['labels']['p_upper']}"]
+    if r.get("lower_bracket"):
+        lb = r["lower_bracket"]
+        lines.append(f"p_lower = {r['labels']['p_lower']}  (first {lb['n']} completions"
+                     + (f", {lb['worlds']} worlds per decision, oracle {lb['oracle']}" if "worlds" in lb else "")
+                     + ")")
+    lines += ["", "bidder team points under perfect-information play (per contract, over the completions)",
+              f"{'contract':<16}{'mean':>6}{'q05':>5}{'q10':>5}{'q50':>5}{'q90':>5}{'cvar10':>7}{'worst':>6}"
+              + ("   mean_lower" if r.get("lower_bracket") else "")]
+    for c in r["contracts"]:
+        s = c["score_upper"]
+        lines.append(f"{c['decl']} {c['name']:<14}{s['mean']:6.1f}" + "".join(
+                     f"{s[q]:5g}" for q in ("q05", "q10", "q50", "q90"))
+                     + f"{s['cvar10']:7.1f}{s['worst']:6g}"
+                     + (f"   {c['score_lower']['mean']:10.1f}" if "score_lower" in c else ""))
+    levels = [lv["level"] for lv in r["levels"]]
+    lines += ["", "p_upper by contract (rows) and bid level (columns; 42 = 1 mark, 84 = 2 marks: all 42 points)",
+              f"{'':<16}" + "".join(f"{lv:>5}" for lv in levels)]
+    for c in r["contracts"]:
+        lines.append(f"{c['decl']} {c['name']:<14}" + "".join(f"{_p(x['p_upper']['p']):>5}" for x in c["cells"]))
+    ch = r["choice"]
+    lines += ["", f"choice: {ch['contract']} {ch['name']} by {ch['criterion']}: "
+                  f"{ch['max_of_averages']:.1f} points",
+              f"        fused average of max (INVALID: a different contract per completion): "
+              f"{ch['fused_average_of_max_INVALID']:.1f} points (+{ch['fusion_points']:.1f})"]
+    bb = r["best_bid"]
+    lines.append(f"best bid: {bb['level'] or 'none'} in contract {bb['contract']} "
+                 f"(highest level with p_upper >= {bb['target']})")
+    if r.get("stopping"):
+        st = r["stopping"]
+        lines.append(f"stopping: {st['reason']} after {st['rounds']} rounds")
+    if r.get("audit"):
+        a = r["audit"]
+        lines.append(f"audit: {a['audited_fraction']:.0%} of rows solved exactly, worst |V_net - V_PI| "
+                     f"{_g(a['worst_discrepancy_audited'])} points (adversarial search: "
+                     f"{_g(a['adversarial']['worst_discrepancy'])}), flips found {a['flips_found']}")
+    shown = {"best": [c for c in r["contracts"] if c["decl"] == ch["contract"]],
+             "all": r["contracts"], "none": []}[detail]
+    for c in shown:
+        lines += ["", f"{c['decl']} {c['name']}: level  p_upper [95% Wilson]   mark swing"
+                  + ("   p_lower [95% Wilson]   gap" if r.get("lower_bracket") else "")
+                  + ("   audit" if r.get("audit") else "")]
+        for x in c["cells"]:
+            u = x["p_upper"]
+            line = (f"{x['level']:>8}  {u['p']:6.3f} [{u['ci95'][0]:.3f}, {u['ci95'][1]:.3f}]"
+                    f"   {u['mark_swing']:+6.2f}")
+            if "p_lower" in x:
+                lo = x["p_lower"]
+                line += (f"      {lo['p']:6.3f} [{lo['ci95'][0]:.3f}, {lo['ci95'][1]:.3f}]"
+                         f"  {x['gap']['gap']:+.2f}{' !' if x['gap']['warning'] else ''}")
+            if "audit" in x:
+                line += "   validated" if x["audit"]["validated"] else \
+                    f"   NOT validated ({x['audit']['near_unaudited']} near rows unaudited)"
+            lines.append(line)
+    for w in r.get("warnings", []):
+        lines.append(f"warning: large clairvoyance gap: {w}")
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""V_PI(d, c): the bidder team's points in completion d under contract c with perfect-
+information play on every seat (exact: the C solver; approximate: a Stage 1 network).
+
+The bidder sits at seat 0 and leads the first trick, so its team is team 0 and
+V_PI = (max over the bidder's opening leads of team-0 Q + 42) / 2, in 0..42
+(RULES.md "Values": team 0's points minus team 1's, and the two add up to 42).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from ..rules.tables import N_SEATS, TOTAL_POINTS
+
+BIDDER = 0
+
+
+def default_threads() -> int:
+    """The cores this process may run on (the solver's threads release the GIL)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def hand_masks(completions: np.ndarray) -> np.ndarray:
+    """[n, 4] int64 tile bit masks of [n, 4, 7] tile ids."""
+    bits = np.left_shift(np.int64(1), completions.astype(np.int64))
+    return np.bitwise_or.reduce(bits, axis=2)
+
+
+def exact_values(completions: np.ndarray, contracts, threads: int | None = None) -> np.ndarray:
+    """V_PI [n, len(contracts)] int16 points (0..42), one q_batch call for all rows so the
+    solver's threads share every contract's work."""
+    from ..solver import ILLEGAL, q_batch
+
+    n, C = len(completions), len(contracts)
+    if n == 0:
+        return np.zeros((0, C), np.int16)
+    masks = np.repeat(hand_masks(completions)[None], C, axis=0).reshape(C * n, N_SEATS)
+    decl = np.repeat(np.asarray(contracts, dtype=np.int64), n)
+    q = q_batch(masks, decl, np.full(C * n, BIDDER), np.full((C * n, 3), -1),
+                threads=threads or default_threads())
+    v = np.where(q == ILLEGAL, -TOTAL_POINTS - 1, q.astype(np.int16)).max(1)
+    return ((v + TOTAL_POINTS) // 2).reshape(C, n).T.astype(np.int16)
+
+
+def opening_batch(completions: np.ndarray, contracts):
+    """OracleBatch of the opening positions (bidder to lead), contract-major rows."""
+    from ..oracle.protocol import OracleBatch
+
+    n, C = len(completions), len(contracts)
+    hands = torch.from_numpy(np.tile(completions.astype(np.int64), (C, 1, 1)))
+    rows = C * n
+    return OracleBatch(hands=hands, remaining=torch.full((rows, N_SEATS), 0x7F),
+                       decl=torch.as_tensor(np.repeat(np.asarray(contracts), n), dtype=torch.int64),
+                       leader=torch.full((rows,), BIDDER), trick=torch.full((rows, 3), -1),
+                       actor=torch.full((rows,), BIDDER))
+
+
+@torch.no_grad()
+def network_values(completions: np.ndarray, contracts, oracle, chunk: int = 8192) -> np.ndarray:
+    """V_net [n, C] float32 points: the network's max over the bidder's legal opening Q,
+    mapped to the bidder team's points like V_PI, rounded to the nearest point and clipped
+    to 0..42 (V_PI is an integer in that range; unrounded, a network that says 41.8 for a
+    deal worth 42 would miss every mark bid)."""
+    n, C = len(completions), len(contracts)
+    batch = opening_batch(completions, contracts)
+    out = []
+    for s in range(0, len(batch), chunk):
+        q, legal = oracle.query(batch.select(slice(s, s + chunk)))
+        out.append(torch.where(legal, q.float(), -float("inf")).amax(1))
+    v = torch.cat(out).numpy() if out else np.zeros(0, np.float32)
+    pts = np.clip(np.rint((v + TOTAL_POINTS) / 2), 0, TOTAL_POINTS)
+    return pts.reshape(C, n).T.astype(np.float32)
