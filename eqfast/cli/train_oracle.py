@@ -2,6 +2,7 @@
 
     eqfast-train-oracle --data runs/oracle/data --run runs/oracle/mlp256 --steps 60000
     eqfast-train-oracle --data D --run R --arch transformer --d-model 64 --layers 2
+    torchrun --nproc-per-node 4 -m eqfast.cli.train_oracle --data D --run-dir R --precision bf16
 
 Re-running the same command resumes from <run>/checkpoint.safetensors. Labelling is not
 done here: the shards come from `python -m eqfast.oracle.dataset --out D`, which runs the
@@ -10,6 +11,7 @@ exact solver (see docs/ORACLE.md).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import torch
@@ -23,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--data", required=True,
                     help="directory of solver-labelled shard_*.safetensors written by "
                          "`python -m eqfast.oracle.dataset --out DIR` (several: comma-separated)")
-    ap.add_argument("--run", required=True, help="run directory (checkpoints, weights, history)")
+    ap.add_argument("--run", "--run-dir", dest="run", required=True,
+                    help="run directory (checkpoints, weights, history); under torchrun spell "
+                         "it --run-dir (torchrun reads --run as its own --run-path)")
     ap.add_argument("--arch", choices=("mlp", "transformer"), default="mlp",
                     help="network architecture")
     ap.add_argument("--hidden", type=int, default=256, help="mlp width")
@@ -59,7 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--stop-at", type=int, default=None,
                     help="stop after this step (checkpointed; re-run to resume); when left "
                          "out, run to --steps")
-    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (per rank)")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="arithmetic of the training forward: fp32, or bf16 autocast (weights "
+                         "and optimizer stay fp32; for GPUs)")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the network (worth it for long GPU runs; the first "
+                         "steps pay the compilation)")
     return ap
 
 
@@ -101,9 +111,16 @@ def main(argv=None) -> int:
                       val_rows=a.val_rows, eval_every=a.eval_every, ckpt_every=a.ckpt_every,
                       follow=a.follow, reload_every=a.reload_every, max_shards=a.max_shards,
                       device=a.device, stop_at=a.stop_at,
-                      centered_weight=a.centered_weight)
-    m = train(cfg, log=print)
-    print(f"final val: q_gap {m.get('q_gap', float('nan')):.4f} q_mae {m.get('q_mae', float('nan')):.3f}")
+                      centered_weight=a.centered_weight, precision=a.precision,
+                      compile=a.compile)
+    try:
+        m = train(cfg, log=print)
+    except ValueError as e:               # e.g. a batch the ranks cannot share
+        print(f"eqfast-train-oracle: {e}", file=sys.stderr)
+        return 2
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(f"final val: q_gap {m.get('q_gap', float('nan')):.4f} "
+              f"q_mae {m.get('q_mae', float('nan')):.3f}")
     return 0
 
 

@@ -8,6 +8,17 @@ run is a pure function of (data, arguments, seed) and resuming from a checkpoint
 the same sequence. With `follow`, new shards written by a running generator are picked up
 every `reload_every` steps (then the run also depends on when they arrived).
 
+Several processes (`torchrun --nproc-per-node K -m eqfast.cli.train_oracle ...`): each
+rank holds the data, draws the same global batch of `batch` rows per step and trains on
+its interleaved share of it (rows rank, rank + K, ...) in DistributedDataParallel (NCCL on
+CUDA, gloo on the CPU). Each rank's loss is normalized by the global batch's legal count
+and scaled by K, so the averaged gradient is the one-process gradient of the same batch:
+a K-rank run follows the one-process run up to float summation order. Rank 0 alone
+evaluates and writes the run directory; every rank resumes from its checkpoint.
+
+`precision="bf16"` trains the forward under bfloat16 autocast (weights and optimizer stay
+float32); `compile=True` wraps the network in `torch.compile`.
+
 Run directory:
     checkpoint.safetensors  model + optimizer state + history (atomic; resumed automatically)
     best.safetensors        weights (weights.py format) with the best validation q_gap
@@ -56,6 +67,42 @@ class TrainConfig:
     device: str = "cpu"
     centered_weight: float = 0.0
     stop_at: int | None = None  # leave the loop after this step (checkpointed), as if interrupted
+    precision: str = "fp32"     # fp32, or bf16 (autocast of the forward)
+    compile: bool = False       # torch.compile the network
+
+
+class Ranks:
+    """This process's place among the ranks torchrun started (one rank without torchrun)."""
+
+    def __init__(self):
+        import os
+
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local = int(os.environ.get("LOCAL_RANK", "0"))
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def start(self, device: torch.device) -> torch.device:
+        """Join the process group (if several ranks); the device this rank trains on."""
+        if self.world == 1:
+            return device
+        import torch.distributed as dist
+
+        if device.type == "cuda":
+            device = torch.device("cuda", self.local)
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        return device
+
+    def stop(self) -> None:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+            dist.destroy_process_group()
 
 
 class ShardCache:
@@ -122,12 +169,15 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
 
 
 def masked_mse(pred: torch.Tensor, q: torch.Tensor, legal: torch.Tensor,
-               centered_weight: float = 0.0) -> torch.Tensor:
+               centered_weight: float = 0.0, n_legal: torch.Tensor | None = None) -> torch.Tensor:
     """Mean over legal slots of ((pred - q) / 42)^2, plus `centered_weight` times the same
     for both sides centred on their mean over the row's legal slots (weights the differences
-    between moves, which decide q_gap, against the position's overall level)."""
+    between moves, which decide q_gap, against the position's overall level). `n_legal`:
+    the number of legal slots to divide by (default: those of these rows; a rank of a
+    distributed run passes the global batch's)."""
+    pred = pred.float()
     legal_f = legal.to(pred.dtype)
-    n = legal_f.sum().clamp(min=1)
+    n = (legal_f.sum() if n_legal is None else n_legal.to(pred.dtype)).clamp(min=1)
     diff = (pred - q) / Q_SCALE
     loss = (diff ** 2 * legal_f).sum() / n
     if centered_weight > 0:
@@ -186,9 +236,16 @@ def train(cfg: TrainConfig, log=print) -> dict:
     """Train (or resume) per `cfg`; returns the last evaluation's metrics."""
     from ..utils.progress import Progress
 
+    if cfg.precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision must be fp32 or bf16, got {cfg.precision!r}")
+    ranks = Ranks()
+    if cfg.batch % ranks.world:
+        raise ValueError(f"batch {cfg.batch} must be a multiple of the {ranks.world} ranks")
+    if not ranks.main:
+        log = lambda *a, **k: None          # noqa: E731  one rank reports
     run = Path(cfg.run)
     run.mkdir(parents=True, exist_ok=True)
-    device = torch.device(cfg.device)
+    device = ranks.start(torch.device(cfg.device))
     torch.manual_seed(cfg.seed)
     network = build_network(cfg.arch).to(device)
     optimizer = torch.optim.AdamW(network.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -199,7 +256,16 @@ def train(cfg: TrainConfig, log=print) -> dict:
     if ckpt.exists():
         step, state = load_checkpoint(ckpt, network, optimizer)
         log(f"resumed {ckpt} at step {step} ({state['rows_seen']} rows seen)", flush=True)
-    atomic_write_text(run / "config.json", json.dumps(asdict(cfg), indent=1) + "\n")
+    if ranks.main:
+        atomic_write_text(run / "config.json", json.dumps(asdict(cfg), indent=1) + "\n")
+    forward = network
+    if ranks.world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        forward = DistributedDataParallel(network, device_ids=[device.index]
+                                          if device.type == "cuda" else None)
+    if cfg.compile:
+        forward = torch.compile(forward)
 
     cache = ShardCache(cfg.data, cfg.max_shards)
     cache.refresh()
@@ -216,7 +282,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
     end = cfg.steps if cfg.stop_at is None else min(cfg.steps, cfg.stop_at)
     # This session's steps only, so the rate and ETA stay right after a resume.
     bar = Progress(total=max(0, end - step), desc=f"train-oracle (steps {step}..{end})",
-                   unit="steps")
+                   unit="steps", disable=not ranks.main)
     network.train()
     while step < end:
         if cfg.follow and step % cfg.reload_every == 0 and step > 0 and cache.refresh():
@@ -225,12 +291,17 @@ def train(cfg: TrainConfig, log=print) -> dict:
         n = len(train_rows["q"])
         gen = torch.Generator().manual_seed(mix_seed(cfg.seed, step))
         idx = torch.randint(n, (cfg.batch,), generator=gen)
+        n_legal = train_rows["legal"][idx].sum()            # the global batch's, on every rank
+        idx = idx[ranks.rank::ranks.world]
         codes = train_rows["codes"][idx].to(device).long()
         slots = train_rows["slots"][idx].to(device).long()
         q, legal = train_rows["q"][idx].to(device), train_rows["legal"][idx].to(device)
         for g in optimizer.param_groups:
             g["lr"] = lr_at(cfg, step)
-        loss = masked_mse(network(codes, slots), q, legal, cfg.centered_weight)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
+            pred = forward(codes, slots)
+        # x world: DDP averages the ranks' gradients, each rank's loss covers its share
+        loss = masked_mse(pred, q, legal, cfg.centered_weight, n_legal.to(device)) * ranks.world
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -239,6 +310,8 @@ def train(cfg: TrainConfig, log=print) -> dict:
         loss_value = loss.item()
         bar.update(1, loss=loss_value)
         last = step == end
+        if not ranks.main:
+            continue
         if step % cfg.eval_every == 0 or last:
             metrics = evaluate_rows(network, val_rows, device)
             state["wall_s"] = wall0 + time.perf_counter() - t_start
@@ -263,4 +336,5 @@ def train(cfg: TrainConfig, log=print) -> dict:
             state["wall_s"] = wall0 + time.perf_counter() - t_start
             save_checkpoint(ckpt, network, optimizer, step, state)
     bar.close()
+    ranks.stop()
     return metrics
