@@ -16,7 +16,6 @@ a wrong value could change the answer (spec 004 §7).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -57,7 +56,7 @@ def audit_network(v_net: np.ndarray, comp: np.ndarray, contracts, needs, network
     near = dist < cfg.margin
     # leverage first, then closeness to a threshold; only near rows are worth a solve
     key = np.where(near, dist - 100.0 * lever[None, :], np.inf).reshape(-1)
-    budget = min(int(math.ceil(cfg.fraction * n * C)), int(near.sum()))
+    budget = min(int(cfg.fraction * n * C), int(near.sum()))
     pick = np.argsort(key, kind="stable")[:budget]
     audited = np.zeros(n * C, bool)
     audited[pick] = True
