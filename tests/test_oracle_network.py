@@ -105,7 +105,7 @@ def test_live_higher_tile_counts_match_the_table():
     live = codes % 11 != 10
     decl = codes[:, 0] // (28 * 11)
     ref = (tile_beaters()[decl] & live[:, None, :]).sum(-1)
-    counts = torch.mm(live.float(), net.beats_t)
+    counts = torch.mm(live.float(), net.tile_roles.beats_t)
     got = counts.gather(1, decl[:, None] * 28 + torch.arange(28)).long()
     assert torch.equal(got, ref) and ref.max() > 3 and (ref == 0).any()
 
@@ -179,3 +179,28 @@ def test_oracle_module_clamps_q_to_the_possible_range():
         assert torch.equal(q, torch.tensor([42.0, -42.0, 42.0, -42.0, 42.0, -42.0, 42.0]).expand(5, 7))
     with torch.no_grad():
         assert net(codes, slots).abs().max() > 49      # the bare network is not clamped
+
+
+def test_transformer_with_roles_and_value_head():
+    """Relational tile codes feed the attention model; forward_with_value's Q is forward's
+    Q; the module scripts and exports with a dynamic batch."""
+    from eqfast.oracle.export import example_inputs, export_program
+    from eqfast.oracle.network import build_network, script_module
+    from eqfast.oracle.tokenizer import actor_slot_tiles, tokenize
+
+    torch.manual_seed(0)
+    cfg = {"arch": "transformer", "d_model": 32, "n_layers": 1, "n_heads": 4, "d_ff": 64,
+           "roles": 2, "value_head": 1}
+    net = build_network(cfg).eval()
+    hands, remaining, decl, trick, actor = example_inputs(6)
+    codes, slots = tokenize(hands, remaining, decl, trick, actor), actor_slot_tiles(hands, actor)
+    q, v = net.forward_with_value(codes, slots)
+    assert torch.equal(q, net(codes, slots)) and v.shape == (6,)
+    scripted = script_module(net)
+    torch.testing.assert_close(scripted(hands, remaining, decl, trick, actor), q.clamp(-42, 42))
+    program = export_program(net)
+    torch.testing.assert_close(program.module()(*example_inputs(3)),
+                               net(*[t[:3] for t in (codes, slots)]).clamp(-42, 42))
+    # roles = 0 keeps a 1-row placeholder table (same module structure, no role input)
+    net_no_roles = build_network({**cfg, "roles": 0}).eval()
+    assert net_no_roles.role_embed.weight.shape[0] == 1 and net.role_embed.weight.shape[0] > 1

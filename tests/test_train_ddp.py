@@ -91,3 +91,16 @@ def test_bf16_training_runs_and_batch_must_split(data, tmp_path, capsys):
                 os.environ[k] = v
     assert "multiple of the 3 ranks" in capsys.readouterr().err
     assert not (tmp_path / "odd").exists()
+
+
+def test_transformer_with_value_head_trains(data, tmp_path, capsys):
+    arch = ["--arch", "transformer", "--d-model", "16", "--layers", "1", "--heads", "2",
+            "--d-ff", "32", "--roles", "2"]
+    run = tmp_path / "value"
+    assert train_oracle.main(_args(data, run, 10, [*arch, "--value-head",
+                                                   "--value-weight", "0.5"])) == 0
+    network, meta = load_network(run / "last.safetensors")
+    assert meta["config"]["value_head"] == 1 and network.value.weight.shape == (1, 16)
+    assert train_oracle.main(_args(data, tmp_path / "novalue", 10,
+                                   [*arch, "--value-weight", "0.5"])) == 2
+    assert "value head" in capsys.readouterr().err

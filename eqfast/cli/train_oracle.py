@@ -33,11 +33,17 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--hidden", type=int, default=256, help="mlp width")
     ap.add_argument("--depth", type=int, default=2, help="mlp hidden layers after the embedding sum")
     ap.add_argument("--roles", type=int, default=1, choices=(0, 1, 2),
-                    help="mlp extra embeddings: 0 none, 1 tile roles, 2 roles + live higher tiles")
+                    help="extra tile embeddings (mlp and transformer): 0 none, 1 tile roles, 2 roles + "
+                         "live higher tiles of the suit")
     ap.add_argument("--d-model", type=int, default=64, help="transformer width")
     ap.add_argument("--layers", type=int, default=2, help="transformer layers")
     ap.add_argument("--heads", type=int, default=4, help="transformer heads")
     ap.add_argument("--d-ff", type=int, default=128, help="transformer feed-forward width")
+    ap.add_argument("--value-head", action="store_true",
+                    help="transformer: add a value head V(state), trained with --value-weight")
+    ap.add_argument("--value-weight", type=float, default=0.0,
+                    help="weight of the auxiliary loss on V = the best legal Q (needs "
+                         "--value-head)")
     ap.add_argument("--steps", type=int, default=20000, help="optimizer steps of the whole run")
     ap.add_argument("--batch", type=int, default=1024, help="rows per step")
     ap.add_argument("--lr", type=float, default=2e-3,
@@ -105,14 +111,15 @@ def main(argv=None) -> int:
     torch.set_num_threads(a.threads)
     arch = ({"arch": "mlp", "hidden": a.hidden, "depth": a.depth, "roles": a.roles} if a.arch == "mlp" else
             {"arch": "transformer", "d_model": a.d_model, "n_layers": a.layers,
-             "n_heads": a.heads, "d_ff": a.d_ff})
+             "n_heads": a.heads, "d_ff": a.d_ff, "roles": a.roles,
+             "value_head": int(a.value_head)})
     cfg = TrainConfig(data=a.data, run=a.run, arch=arch, steps=a.steps, batch=a.batch, lr=a.lr,
                       weight_decay=a.weight_decay, warmup=a.warmup, seed=a.seed,
                       val_rows=a.val_rows, eval_every=a.eval_every, ckpt_every=a.ckpt_every,
                       follow=a.follow, reload_every=a.reload_every, max_shards=a.max_shards,
                       device=a.device, stop_at=a.stop_at,
                       centered_weight=a.centered_weight, precision=a.precision,
-                      compile=a.compile)
+                      compile=a.compile, value_weight=a.value_weight)
     try:
         m = train(cfg, log=print)
     except ValueError as e:               # e.g. a batch the ranks cannot share

@@ -82,16 +82,18 @@ def tile_beaters() -> torch.Tensor:
     return torch.from_numpy(beats)
 
 
-class EmbSumMLP(nn.Module):
-    def __init__(self, hidden: int = 256, depth: int = 2, roles: int = 0):
+class TileRoles(nn.Module):
+    """Per-tile relational codes from the tokens: what each tile is under the declaration
+    (`tile_roles`), its status (owner relative to the actor, in the trick, gone) and, with
+    roles = 2, how many higher tiles of its own suit are still live (0: the boss of its
+    suit; capped at MAX_BEATERS). The rule tables are buffers rebuilt from tables.py, never
+    stored in weight files. Unused tables are 1-row placeholders so every mode scripts the
+    same way."""
+
+    def __init__(self, roles: int):
         super().__init__()
-        self.q_scale = Q_SCALE
-        # roles 0: codes only; 1: + (role, status); 2: + (role, status, live higher tiles of
-        # its suit, capped at MAX_BEATERS). Unused tables are 1-row placeholders so the
-        # module scripts the same way in every mode.
         self.roles = int(roles)
-        n_beat = MAX_BEATERS + 1 if roles == 2 else 1
-        # Rule tables, rebuilt from tables.py (not stored in weight files).
+        self.n_beat = MAX_BEATERS + 1 if roles == 2 else 1
         self.register_buffer("role_of", tile_roles() if roles else torch.zeros(1, dtype=torch.int64),
                              persistent=False)
         # beats_t[u, d*28 + t] = 1.0 when u outranks t within t's suit under decl d: one
@@ -101,8 +103,30 @@ class EmbSumMLP(nn.Module):
         beats_t = (tile_beaters().permute(2, 0, 1).reshape(28, 280).float() if roles == 2
                    else torch.zeros(1, 1))
         self.register_buffer("beats_t", beats_t, persistent=False)
-        self.n_beat = n_beat
-        self.role_embed = nn.EmbeddingBag(N_ROLES * 11 * n_beat if roles else 1, hidden, mode="sum")
+        self.n_codes = N_ROLES * 11 * self.n_beat if roles else 1     # the role codes' range
+
+    def forward(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes [N, 28] -> role codes [N, 28] in [0, n_codes)."""
+        status = codes % 11
+        role_code = self.role_of[codes // 11] * 11 + status
+        if self.roles == 2:
+            live = (status != 10).to(torch.float32)                        # [N, 28]
+            counts = torch.mm(live, self.beats_t)                          # [N, 280]
+            cols = (codes[:, :1] // (28 * 11)) * 28 + torch.arange(28, device=codes.device)
+            higher = counts.gather(1, cols).to(torch.int64).clamp(max=self.n_beat - 1)
+            role_code = role_code * self.n_beat + higher
+        return role_code
+
+
+class EmbSumMLP(nn.Module):
+    def __init__(self, hidden: int = 256, depth: int = 2, roles: int = 0):
+        super().__init__()
+        self.q_scale = Q_SCALE
+        # roles 0: codes only; 1: + (role, status); 2: + (role, status, live higher tiles of
+        # its suit, capped at MAX_BEATERS); see TileRoles
+        self.roles = int(roles)
+        self.tile_roles = TileRoles(roles)
+        self.role_embed = nn.EmbeddingBag(self.tile_roles.n_codes, hidden, mode="sum")
         self.embed = nn.EmbeddingBag(N_CODES, hidden, mode="sum")
         self.bias = nn.Parameter(torch.zeros(hidden))
         self.layers = nn.ModuleList([nn.Linear(hidden, hidden) for _ in range(depth)])
@@ -114,15 +138,7 @@ class EmbSumMLP(nn.Module):
     def forward(self, codes: torch.Tensor, slot_tiles: torch.Tensor) -> torch.Tensor:
         h = self.embed(codes) + self.bias
         if self.roles > 0:
-            status = codes % 11
-            role_code = self.role_of[codes // 11] * 11 + status
-            if self.roles == 2:
-                live = (status != 10).to(torch.float32)                        # [N, 28]
-                counts = torch.mm(live, self.beats_t)                          # [N, 280]
-                cols = (codes[:, :1] // (28 * 11)) * 28 + torch.arange(28, device=codes.device)
-                higher = counts.gather(1, cols).to(torch.int64).clamp(max=self.n_beat - 1)
-                role_code = role_code * self.n_beat + higher
-            h = h + self.role_embed(role_code)
+            h = h + self.role_embed(self.tile_roles(codes))
         x = torch.relu(h)
         for layer in self.layers:
             x = torch.relu(layer(x))
@@ -152,21 +168,48 @@ class _EncoderLayer(nn.Module):
 
 
 class TileTransformer(nn.Module):
-    def __init__(self, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, d_ff: int = 128):
+    """Self-attention over the 28 tile tokens; one scalar Q head shared by all tiles, read at
+    the actor's 7 slots. `roles` (as in EmbSumMLP) adds the relational tile codes to each
+    token's embedding; `value_head` adds V(state) = a linear read of the mean token, trained
+    as an auxiliary target (the value of the position for the actor: the best legal Q)."""
+
+    def __init__(self, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, d_ff: int = 128,
+                 roles: int = 0, value_head: int = 0):
         super().__init__()
         self.q_scale = Q_SCALE
+        self.roles = int(roles)
+        self.tile_roles = TileRoles(roles)
         self.embed = nn.Embedding(N_CODES, d_model)
+        self.role_embed = nn.Embedding(self.tile_roles.n_codes, d_model)
         self.layers = nn.ModuleList([_EncoderLayer(d_model, n_heads, d_ff)
                                      for _ in range(n_layers)])
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, 1)
+        self.has_value = int(value_head)
+        self.value = nn.Linear(d_model, 1 if value_head else 0)
 
-    def forward(self, codes: torch.Tensor, slot_tiles: torch.Tensor) -> torch.Tensor:
+    def encode(self, codes: torch.Tensor) -> torch.Tensor:
         x = self.embed(codes)
+        if self.roles > 0:
+            x = x + self.role_embed(self.tile_roles(codes))
         for layer in self.layers:
             x = layer(x)
-        per_tile = self.head(self.norm(x)).squeeze(-1)                       # [N, 28]
+        return self.norm(x)                                                  # [N, 28, d]
+
+    def forward(self, codes: torch.Tensor, slot_tiles: torch.Tensor) -> torch.Tensor:
+        per_tile = self.head(self.encode(codes)).squeeze(-1)                 # [N, 28]
         return per_tile.gather(1, slot_tiles) * self.q_scale
+
+    @torch.jit.export
+    def forward_with_value(self, codes: torch.Tensor, slot_tiles: torch.Tensor):
+        """(Q [N, 7], V [N]) in points; V is zeros without a value head."""
+        h = self.encode(codes)
+        q = self.head(h).squeeze(-1).gather(1, slot_tiles) * self.q_scale
+        if self.has_value:
+            v = self.value(h.mean(1)).squeeze(-1) * self.q_scale
+        else:
+            v = torch.zeros(codes.shape[0], device=codes.device)
+        return q, v
 
 
 def build_network(config: dict) -> nn.Module:
@@ -230,6 +273,24 @@ def script_module(network: nn.Module, freeze: bool = True) -> torch.jit.ScriptMo
     return torch.jit.freeze(module, preserved_attrs=["forward_codes"]) if freeze else module
 
 
+#: A network forward runs on at least this many rows. Below 12 rows the CPU BLAS takes
+#: other kernels whose float order depends on the row count (measured with torch 2.13's
+#: Linear(256, 256): rows 1-3 differ with one thread, 1-11 with two; from 12 rows up every
+#: row is bit-identical at any count up to 40,000), so a row's Q, and from it a record,
+#: would depend on how many rows shared the call.
+MIN_ROWS = 16
+
+
+def forward_rows(fn, *rows: torch.Tensor) -> torch.Tensor:
+    """fn(*rows) [n, ...], with fewer than MIN_ROWS rows padded by copies of the first row
+    and the result cut back to n: a row's value does not depend on how many rows came."""
+    n = rows[0].shape[0]
+    if n == 0 or n >= MIN_ROWS:
+        return fn(*rows)
+    padded = [torch.cat([t, t[:1].expand(MIN_ROWS - n, *t.shape[1:])]) for t in rows]
+    return fn(*padded)[:n]
+
+
 class NetworkOracle:
     """`Oracle` protocol on a trained network: q [N,7] float32 actor frame, legal [N,7].
 
@@ -248,7 +309,7 @@ class NetworkOracle:
         src = batch.hands.device
         b = batch.to(self.device) if src != self.device else batch
         with torch.no_grad():
-            q = self.module(b.hands, b.remaining, b.decl, b.trick, b.actor)
+            q = forward_rows(self.module, b.hands, b.remaining, b.decl, b.trick, b.actor)
         legal = legal_slots(b)
         return q.float().to(src), legal.to(src)
 
@@ -256,5 +317,6 @@ class NetworkOracle:
         """q [N, 7] (actor frame) of rows already tokenized (codes [N,28], slot_tiles [N,7])."""
         src = codes.device
         with torch.no_grad():
-            q = self.module.forward_codes(codes.to(self.device), slot_tiles.to(self.device))
+            q = forward_rows(self.module.forward_codes, codes.to(self.device),
+                             slot_tiles.to(self.device))
         return q.float().to(src)

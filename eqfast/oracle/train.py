@@ -68,6 +68,7 @@ class TrainConfig:
     centered_weight: float = 0.0
     stop_at: int | None = None  # leave the loop after this step (checkpointed), as if interrupted
     precision: str = "fp32"     # fp32, or bf16 (autocast of the forward)
+    value_weight: float = 0.0   # weight of the auxiliary value loss (networks with a value head)
     compile: bool = False       # torch.compile the network
 
 
@@ -186,6 +187,14 @@ def masked_mse(pred: torch.Tensor, q: torch.Tensor, legal: torch.Tensor,
     return loss
 
 
+def value_mse(value: torch.Tensor, q: torch.Tensor, legal: torch.Tensor,
+              batch_rows: int) -> torch.Tensor:
+    """Sum over these rows of ((V - V*) / 42)^2 / batch_rows, V* = the best legal Q (the
+    position's value for the actor under perfect play); batch_rows is the global batch."""
+    best = torch.where(legal, q, torch.full_like(q, -1e9)).max(1).values
+    return (((value.float() - best) / Q_SCALE) ** 2).sum() / batch_rows
+
+
 def evaluate_rows(network, rows: dict[str, torch.Tensor], device, chunk: int = 8192) -> dict:
     network.eval()
     preds = []
@@ -238,6 +247,12 @@ def train(cfg: TrainConfig, log=print) -> dict:
 
     if cfg.precision not in ("fp32", "bf16"):
         raise ValueError(f"precision must be fp32 or bf16, got {cfg.precision!r}")
+    if cfg.value_weight > 0 and not cfg.arch.get("value_head"):
+        raise ValueError("value_weight > 0 needs a network with a value head "
+                         "(transformer with value_head=1)")
+    if cfg.value_weight > 0 and Ranks().world > 1:
+        raise ValueError("the value loss is not wired through DistributedDataParallel yet: "
+                         "train it with one process")
     ranks = Ranks()
     if cfg.batch % ranks.world:
         raise ValueError(f"batch {cfg.batch} must be a multiple of the {ranks.world} ranks")
@@ -299,9 +314,14 @@ def train(cfg: TrainConfig, log=print) -> dict:
         for g in optimizer.param_groups:
             g["lr"] = lr_at(cfg, step)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
-            pred = forward(codes, slots)
+            if cfg.value_weight > 0:
+                pred, value = network.forward_with_value(codes, slots)
+            else:
+                pred = forward(codes, slots)
         # x world: DDP averages the ranks' gradients, each rank's loss covers its share
         loss = masked_mse(pred, q, legal, cfg.centered_weight, n_legal.to(device)) * ranks.world
+        if cfg.value_weight > 0:
+            loss = loss + cfg.value_weight * value_mse(value, q, legal, cfg.batch) * ranks.world
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
