@@ -186,7 +186,7 @@ class TileTransformer(nn.Module):
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, 1)
         self.has_value = int(value_head)
-        self.value = nn.Linear(d_model, 1 if value_head else 0)
+        self.value = nn.Linear(d_model, 1) if value_head else nn.Identity()
 
     def encode(self, codes: torch.Tensor) -> torch.Tensor:
         x = self.embed(codes)
