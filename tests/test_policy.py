@@ -125,3 +125,22 @@ def test_errors():
         select_actions(e_q, legal, ExplorationConfig(), torch.arange(2))
     with pytest.raises(ValueError, match="epsilon"):
         ExplorationConfig(epsilon=2.0)
+
+
+def test_greedy_treats_moves_within_the_tie_tolerance_as_tied():
+    """Moves whose E[Q] differ by float rounding only (<= TIE_TOL points) are tied: the
+    lowest legal slot wins, so a last-bit difference between backends or devices cannot
+    change the move. A tied move is no blunder."""
+    from eqfast.engine.policy import TIE_TOL
+    assert TIE_TOL == 1e-4
+    e_q, legal = _rows([28.000017, 28.000025, 28.000025, 27.9, 0.0, 0.0, 0.0], [0, 1, 2, 3], 4)
+    sel = select_actions(e_q, legal, ExplorationConfig(), torch.arange(4))
+    assert sel.slot.tolist() == [0] * 4 and sel.mode.tolist() == [MODE_GREEDY] * 4
+    assert (sel.q_gap >= 0).all() and (sel.q_gap <= TIE_TOL).all()
+    # beyond the tolerance the better move wins
+    e_q, legal = _rows([28.0, 28.0002, 0.0, 0.0, 0.0, 0.0, 0.0], [0, 1], 1)
+    assert select_actions(e_q, legal, ExplorationConfig(), torch.arange(1)).slot.tolist() == [1]
+    # blunders: the tied slots are not suboptimal, only slot 3 (regret 0.1) qualifies
+    e_q, legal = _rows([28.000017, 28.000025, 28.000025, 27.9, 0.0, 0.0, 0.0], [0, 1, 2, 3], 200)
+    sel = select_actions(e_q, legal, ExplorationConfig(blunder_rate=1.0), torch.arange(200))
+    assert (sel.mode == MODE_BLUNDER).all() and (sel.slot == 3).all()

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from ..data.schema import DecisionRecords, require_invariants, split_of_seed
+from ..oracle.network import forward_rows
 from ..oracle.protocol import legal_slots
 from ..rules.batched import BatchedGames
 from ..rules.deal import mix_seeds
@@ -300,7 +301,7 @@ class FastEngine(Engine):
         codes_fn = None
         if hasattr(oracle, "query_codes"):
             module = oracle.module
-            codes_fn = lambda codes, slot_tiles: module.forward_codes(codes, slot_tiles)
+            codes_fn = lambda codes, slot_tiles: forward_rows(module.forward_codes, codes, slot_tiles)
         self.step = DecisionStep(self._oracle_fn(oracle), cfg, self.backend, codes_fn, self.device)
         self.graph_cache = GraphCache(max_graphs, self._capture, self._wait_last_copy)
         self._copy_stream = torch.cuda.Stream() if self.device.type == "cuda" else None
@@ -310,7 +311,7 @@ class FastEngine(Engine):
     def _oracle_fn(oracle):
         module = getattr(oracle, "module", None)
         if module is not None:   # NetworkOracle: call the (TorchScript) module directly
-            return lambda b: module(b.hands, b.remaining, b.decl, b.trick, b.actor)
+            return lambda b: forward_rows(module, b.hands, b.remaining, b.decl, b.trick, b.actor)
         return lambda b: oracle.query(b)[0]
 
     # ------------------------------------------------------------------ device side

@@ -27,6 +27,13 @@ posterior never produces such a row and `check_invariants` flags NaN).
 Numerics: weights are exp(logw - max) (max-subtraction, so the largest is exactly 1),
 and the variance is a two-pass weighted second central moment, never E[x^2] - E[x]^2:
 with |Q| up to 42 and a spread of 0.01 the naive float32 formula loses every digit.
+
+Batch independence: every sum over worlds is `_sum_worlds`, a pairwise tree of
+elementwise adds in a fixed order, so a decision's moments are bit for bit the same
+whatever other decisions share the call, and whatever the thread count. A batched matmul
+(einsum) or torch's sum reduction picks its blocking, and so its float order, from the
+shapes and threads: in a batch of 24 games three moves worth exactly 28 came out as
+28.000017 / 28.000025 / 28.000025 and greedy chose another move than the same game alone.
 """
 from __future__ import annotations
 
@@ -54,6 +61,21 @@ def _check_shapes(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor) -> N
         raise ValueError(f"logw must be [G, N] = [{G}, {N}], got {tuple(logw.shape)}")
 
 
+def _sum_worlds(x: torch.Tensor) -> torch.Tensor:
+    """Sum over dim 1 (worlds; the 7 slots for u_mean) of x [G, N, ...] as a pairwise tree: zero-pad N to a power of
+    two, then add the upper half onto the lower half until one world is left. Each level is
+    one elementwise add, exact per element, so the float order depends on N only."""
+    n = x.shape[1]
+    width = 1 << max(0, (n - 1).bit_length())
+    if width != n:
+        pad = torch.zeros((x.shape[0], width - n, *x.shape[2:]), dtype=x.dtype, device=x.device)
+        x = torch.cat([x, pad], dim=1)
+    while width > 1:
+        width //= 2
+        x = x[:, :width] + x[:, width:]
+    return x[:, 0]
+
+
 def _moments(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor, dtype) -> Moments:
     _check_shapes(q, legal, logw)
     q = q.to(dtype)
@@ -61,18 +83,18 @@ def _moments(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor, dtype) ->
     legal = legal.bool()
     top = logw.max(dim=1, keepdim=True).values                 # -inf for an all -inf row
     w = torch.exp(logw - top)                                  # NaN rows stay NaN
-    total = w.sum(dim=1, keepdim=True)
+    total = _sum_worlds(w)[:, None]
     p = w / total                                              # [G, N]
     # a zero-weight world contributes nothing even if its Q is garbage (inf/NaN padding)
     q = torch.where(p[:, :, None] > 0, q, torch.zeros_like(q))
-    mean = torch.einsum("gn,gnk->gk", p, q)
+    mean = _sum_worlds(p[:, :, None] * q)
     centered = q - mean[:, None, :]
-    var = torch.einsum("gn,gnk->gk", p, centered * centered)
-    ess = 1.0 / (p * p).sum(dim=1)
+    var = _sum_worlds(p[:, :, None] * (centered * centered))
+    ess = 1.0 / _sum_worlds(p * p)
     max_w = 1.0 / total[:, 0]                                  # the largest w is exactly 1
     sd = torch.sqrt(var.clamp(min=0))
     n_legal = legal.sum(dim=1)
-    u_mean = torch.where(legal, sd, torch.zeros_like(sd)).sum(dim=1) / n_legal.clamp(min=1)
+    u_mean = _sum_worlds(torch.where(legal, sd, torch.zeros_like(sd))) / n_legal.clamp(min=1)
     u_max = torch.where(legal, sd, torch.zeros_like(sd)).amax(dim=1)
     # an all -inf row: sd is NaN, but where() above may have hidden it for illegal slots
     dead = torch.isnan(total[:, 0])

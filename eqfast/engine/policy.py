@@ -3,12 +3,19 @@
 Mechanisms, applied in this order for each decision (the first that fires wins):
 
 1. blunder  (mode 3): with probability `blunder_rate`, a uniformly chosen *suboptimal*
-   legal move whose regret (best E[Q] - its E[Q]) is > 0 and <= `blunder_max_regret`.
+   legal move whose regret (best E[Q] - its E[Q]) is > TIE_TOL and <= `blunder_max_regret`.
    If no move qualifies, the blunder does not happen and selection falls through.
 2. epsilon  (mode 2): with probability `epsilon`, a uniformly chosen legal move.
 3. boltzmann (mode 1): if `temperature > 0`, a draw from softmax(E[Q] / temperature)
    over the legal moves;
    greedy   (mode 0): otherwise argmax E[Q] over the legal moves (ties: lowest slot).
+
+Ties: legal moves whose E[Q] is within TIE_TOL (1e-4 points) of the best legal E[Q] are
+tied with it. Greedy takes the lowest tied slot, and a tied move is never a blunder. Equal
+values reach the policy with float32 rounding of about 1e-5 points (a mean of 100 worlds
+worth exactly 28 is 28.000025), and a different backend or device rounds differently, so
+without a tolerance the choice between equal moves would follow the last bit. 1e-4 points
+is far below any difference between moves that matters (exact Q values are whole points).
 
 The mode records which mechanism chose, even when it happens to pick the greedy move.
 Recorded with each choice: `q_gap` = best legal E[Q] - E[Q] of the move taken (>= 0),
@@ -41,6 +48,8 @@ MODE_GREEDY, MODE_BOLTZMANN, MODE_EPSILON, MODE_BLUNDER = 0, 1, 2, 3
 MODE_NAMES = ("greedy", "boltzmann", "epsilon", "blunder")
 _C_BLUNDER_COIN, _C_BLUNDER_PICK, _C_EPS_COIN, _C_EPS_PICK, _C_BOLTZMANN = range(5)
 N_DRAWS = 5
+#: E[Q] within this many points of the best legal move count as tied (see the module doc)
+TIE_TOL = 1e-4
 
 
 @dataclass(frozen=True)
@@ -112,15 +121,16 @@ def select_with_uniforms(e_q: torch.Tensor, legal: torch.Tensor, cfg: Exploratio
     q = e_q.double()
     masked = torch.where(legal, q, torch.full_like(q, float("-inf")))
     best = masked.max(1).values
-    greedy = masked.argmax(1)                                       # first max = lowest slot
     regret = best[:, None] - q
+    tied = legal & (regret <= TIE_TOL)
+    greedy = tied.long().argmax(1)                                  # first True = lowest slot
 
     slot = greedy.clone()
     mode = torch.full((G,), MODE_GREEDY, dtype=torch.int8, device=dev)
     undecided = torch.ones(G, dtype=torch.bool, device=dev)
 
     if cfg.blunder_rate > 0:
-        cands = legal & (regret > 0) & (regret <= cfg.blunder_max_regret)
+        cands = legal & (regret > TIE_TOL) & (regret <= cfg.blunder_max_regret)
         fire = undecided & cands.any(1) & (u[:, _C_BLUNDER_COIN] < cfg.blunder_rate)
         slot = torch.where(fire, _pick_nth(cands, u[:, _C_BLUNDER_PICK]), slot)
         mode = torch.where(fire, torch.full_like(mode, MODE_BLUNDER), mode)
