@@ -1,5 +1,6 @@
-"""What the oracle precision switch costs in fidelity: the same network under fp32 and
-bf16 autocast (`EngineConfig.oracle_precision`), on fresh solver-labelled deals.
+"""What the oracle precision switch costs in fidelity: the same network under fp32, bf16
+autocast and (CPU) int8 dynamic quantization (`EngineConfig.oracle_precision`,
+`eqfast-generate --oracle-precision`), on fresh solver-labelled deals.
 
     python benchmarks/oracle_precision.py --seed-start 1000000000 --deals 100
 
@@ -39,13 +40,16 @@ def main(argv=None) -> int:
     rows = fresh_rows(a.seed_start, a.deals)
     batch = as_batch(rows)
     legal = rows["legal"]
-    precisions = ["fp32", "bf16"] + (["tf32"] if device.type == "cuda" else [])
+    precisions = ["fp32", "bf16"] + (["tf32"] if device.type == "cuda" else ["int8"])
+    quantized = (load_default_oracle(device=device, quantize=True) if a.oracle is None
+                 else load_oracle(a.oracle, device=device, quantize=True)) \
+        if device.type == "cpu" else None
     q = {}
     report = {"deals": f"{a.seed_start}..{a.seed_start + a.deals - 1}",
               "positions": len(batch), "device": str(device)}
     for prec in precisions:
         with oracle_precision(prec, device):
-            q[prec] = predict(oracle, batch)
+            q[prec] = predict(quantized if prec == "int8" else oracle, batch)
         m = fidelity(q[prec], rows["q"], legal)
         report[prec] = {k: m[k] for k in ("q_gap", "q_gap_multi", "q_mae", "accuracy")}
     for prec in precisions[1:]:

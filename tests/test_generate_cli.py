@@ -186,3 +186,14 @@ def test_oracle_precision_is_applied_and_recorded(tmp_path):
     assert meta16["oracle_precision"] == "bf16" and meta32["oracle_precision"] == "fp32"
     assert meta16["settings"]["oracle_precision"] == "bf16"
     assert "oracle_precision" not in meta32["settings"]          # old directories still resume
+
+
+def test_int8_oracle_on_the_cpu(tmp_path, capsys):
+    """--oracle-precision int8 quantizes the network's Linear layers (CPU only): records stay
+    valid and close to fp32; CUDA and the exact oracle are refused with exit 2."""
+    args = ["--games", "1", "--n-samples", "8", "--quiet", "--threads", "1"]
+    assert main(["--out", str(tmp_path / "int8"), *args, "--oracle-precision", "int8"]) == 0
+    assert main(["--out", str(tmp_path / "x"), *args, "--oracle-precision", "int8",
+                 "--oracle", "exact"]) == 2
+    assert "has none" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

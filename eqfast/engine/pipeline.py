@@ -60,7 +60,9 @@ STREAM_POLICY = 2
 N_DECISIONS = 28
 
 
-ORACLE_PRECISIONS = ("fp32", "tf32", "bf16")
+#: int8: the oracle's Linear layers quantized at load (CPU; see oracle.weights.load_oracle):
+#: the forward then needs no context here
+ORACLE_PRECISIONS = ("fp32", "tf32", "bf16", "int8")
 
 
 @contextmanager
@@ -68,7 +70,8 @@ def oracle_precision(precision: str, device: torch.device):
     """The arithmetic of the network forwards inside: 'fp32' as the process has it, 'tf32'
     (float32 matmuls may round their inputs to TF32 on CUDA: torch's "high" matmul
     precision, restored on exit) or 'bf16' (autocast to bfloat16, which reaches the
-    TorchScript oracle too). A captured CUDA graph keeps the kernels chosen at capture."""
+    TorchScript oracle too); 'int8' is in the oracle module itself (nothing to do here).
+    A captured CUDA graph keeps the kernels chosen at capture."""
     if precision == "bf16":
         with torch.autocast(device.type, dtype=torch.bfloat16):
             yield
