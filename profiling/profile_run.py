@@ -47,7 +47,7 @@ _DEVICE_WORK = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
 # ---------------------------------------------------------------------------- setup
-def make_oracle(spec: str, device, eager: bool = False):
+def make_oracle(spec: str, device, eager: bool = False, quantize: bool = False):
     """(oracle, label) for --oracle: 'default' (the shipped network; a random-weight
     network of the default architecture when the checkout ships none), 'random:ARCH'
     (ARCH a key of eqfast.oracle.network.DEFAULT_CONFIGS; random weights have the same
@@ -59,7 +59,9 @@ def make_oracle(spec: str, device, eager: bool = False):
         if spec == "default":
             try:
                 from eqfast.oracle.weights import load_default_oracle
-                return load_default_oracle(device=device, script=not eager), "shipped default"
+                label = "shipped default" + (" (int8)" if quantize else "")
+                return load_default_oracle(device=device, script=not eager,
+                                           quantize=quantize), label
             except Exception as exc:  # no shipped model in this checkout
                 print(f"profile_run: no shipped oracle ({type(exc).__name__}: {exc}); "
                       "using a random-weight mlp", file=sys.stderr)
@@ -67,13 +69,16 @@ def make_oracle(spec: str, device, eager: bool = False):
             raise SystemExit(f"profile_run: --oracle {spec}: unknown architecture {arch!r} "
                              f"(choose from {', '.join(net.DEFAULT_CONFIGS)})")
         network = net.speed_test_network(net.DEFAULT_CONFIGS[arch]).to(device)
+        if quantize:
+            network = torch.ao.quantization.quantize_dynamic(network, {torch.nn.Linear},
+                                                              dtype=torch.qint8)
         module = net.OracleModule(network).eval() if eager else net.script_module(network)
         params = net.count_parameters(network)
         return net.NetworkOracle(module, device=device), f"random-weight {arch} ({params:,} params)"
     if not Path(spec).is_file():
         raise SystemExit(f"profile_run: --oracle {spec}: no such file")
     from eqfast.oracle.weights import load_oracle
-    return load_oracle(spec, device=device, script=not eager), spec
+    return load_oracle(spec, device=device, script=not eager, quantize=quantize), spec
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -111,10 +116,11 @@ def parse_overrides(items: list[str]) -> dict:
 def make_engine(args) -> tuple[Engine, str]:
     """The engine eqfast-generate would build: FastEngine (CUDA graphs on CUDA unless
     --no-graphs) for --pipeline fast, or auto on CUDA; the reference Engine otherwise."""
-    oracle, label = make_oracle(args.oracle, args.device, args.eager)
+    overrides = parse_overrides(args.set)
+    oracle, label = make_oracle(args.oracle, args.device, args.eager,
+                                quantize=overrides.get("oracle_precision") == "int8")
     cfg = EngineConfig(n_samples=args.n_samples,
-                       posterior=PosteriorConfig() if args.posterior else None,
-                       **parse_overrides(args.set))
+                       posterior=PosteriorConfig() if args.posterior else None, **overrides)
     fast = args.pipeline == "fast" or (args.pipeline == "auto" and args.device.startswith("cuda"))
     if fast:
         engine = FastEngine(oracle, cfg, backend=args.backend, device=args.device,
