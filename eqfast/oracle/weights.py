@@ -164,6 +164,8 @@ def load_oracle(path, device="cpu", script: bool = True, quantize: bool = False)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*torch.ao.quantization is deprecated",
                                     category=DeprecationWarning)
+            warnings.filterwarnings("ignore", message=".*quantized tensor creation functions",
+                                    category=UserWarning)
             network = torch.ao.quantization.quantize_dynamic(network.eval(), {torch.nn.Linear},
                                                               dtype=torch.qint8)
     network = network.to(device)
