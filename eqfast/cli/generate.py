@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "inputs); bf16 (autocast; on an H200 2x the rows/s of fp32 for a 1.2M "
                         "transformer, and on 2,800 fresh positions q_gap 0.525 vs 0.528 fp32, "
                         "argmax changed in 1%% of them); int8 (CPU: the Linear layers "
-                        "quantized, 3x the shipped MLP's forward rows/s on one thread); "
+                        "quantized; 1.4x the engine's games/s for +0.02 q_gap); "
                         "benchmarks/RESULTS.md")
     o.add_argument("--threads", type=int, default=0,
                    help="torch CPU threads (0 = as many as torch picks; 1 is fastest on a busy "
