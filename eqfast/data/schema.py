@@ -65,6 +65,8 @@ FIELDS: dict[str, Field] = {
 DEBUG_FIELDS: dict[str, Field] = {
     "world_q": Field(torch.float32, ("N", 7), "per-world Q, current-hand order (0 beyond hand)"),
     "world_weight": Field(torch.float32, ("N",), "normalized per-world weight (0 = padding)"),
+    "world_owner": Field(torch.int8, ("N", 28), "seat (absolute) holding each tile id at the "
+                         "deal in each world"),
 }
 
 
@@ -126,7 +128,9 @@ class DecisionRecords:
 
     @property
     def has_debug(self) -> bool:
-        return all(f in self.tensors for f in DEBUG_FIELDS)
+        """Per-world values present (world_q, world_weight); world_owner may be missing in
+        files written before the worlds themselves were stored."""
+        return "world_q" in self.tensors and "world_weight" in self.tensors
 
     def select(self, index) -> "DecisionRecords":
         """Rows `index` (bool mask, index tensor or slice)."""
@@ -293,4 +297,9 @@ def check_invariants(records: DecisionRecords, atol: float = 1e-4) -> list[str]:
         fail(~((w >= 0).all(1)), "world_weight negative or NaN")
         fail((w.sum(1) - 1).abs() > 1e-3, "world_weight does not sum to 1")
         fail((w > 0).sum(1) > r["n_worlds"], "more nonzero world weights than n_worlds")
+    if "world_owner" in r:
+        owner = r["world_owner"].long()
+        fail(((owner < 0) | (owner > 3)).flatten(1).any(1), "world_owner outside seats 0..3")
+        per_seat = torch.stack([(owner == s).sum(-1) for s in range(4)], -1)
+        fail((per_seat != 7).flatten(1).any(1), "a world whose deal does not give 7 tiles a seat")
     return problems

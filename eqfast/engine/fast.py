@@ -53,7 +53,7 @@ from .pipeline import (N_DECISIONS, STREAM_POLICY, STREAM_WORLDS, Engine, Engine
 from .moments import Moments
 from .policy import Selection, policy_uniforms, select_with_uniforms
 from .records import record_tensors
-from .worlds import build_oracle_batch, prefix_oracle_batch, world_tile_masks
+from .worlds import build_oracle_batch, prefix_oracle_batch, world_owners, world_tile_masks
 
 
 def bucket(g: int) -> int:
@@ -149,7 +149,7 @@ class DecisionStep:
         out = dict(mom._asdict(), **sel._asdict(), legal=legal, n_worlds=sample.n_worlds,
                    enumerated=sample.enumerated)
         if cfg.store_worlds:
-            out.update(world_q=q, logw=logw)
+            out.update(world_q=q, logw=logw, world_owner=world_owners(games, info, sample))
         return out, nxt
 
 
@@ -173,7 +173,8 @@ def batch_records(snapshots: list[BatchedGames], outputs: list[dict], seeds: tor
                           n_worlds=out["n_worlds"], enumerated=out["enumerated"],
                           game_idx=per_game(seeds), seeds=per_game(seeds), split=per_game(split),
                           world_q=out["world_q"] if store_worlds else None,
-                          logw=out["logw"] if store_worlds else None)
+                          logw=out["logw"] if store_worlds else None,
+                          world_owner=out["world_owner"] if store_worlds else None)
 
 
 def play_batch(step: DecisionStep, games: BatchedGames, keys_w, u_p, seeds, split,

@@ -52,7 +52,7 @@ from .policy import ExplorationConfig, select_actions
 from .posterior import PosteriorConfig
 from .records import records_from_step
 from .sampling import world_ranks
-from .worlds import build_oracle_batch, prefix_oracle_batch, world_tile_masks
+from .worlds import build_oracle_batch, prefix_oracle_batch, world_owners, world_tile_masks
 from ..data.schema import DecisionRecords
 
 STREAM_WORLDS = 1
@@ -243,15 +243,15 @@ class Engine:
         sub = torch.arange(G, device=self.device)
         n = cfg.n_samples
         cache: dict = {}
-        mom = n_worlds = enumerated = world_q = world_logw = None
+        mom = n_worlds = enumerated = world_q = world_logw = world_owner = None
         while True:
             part = games if len(sub) == G else games.select(sub)
-            sample, q, logw = self._evaluate(part, sub, keys[sub], n, legal[sub], cache)
+            sample, q, logw, owner = self._evaluate(part, sub, keys[sub], n, legal[sub], cache)
             with stage("reduce"):
                 m = self.backend.weighted_moments(q, legal[sub], logw)
             if mom is None:
                 mom, n_worlds, enumerated = m, sample.n_worlds, sample.enumerated
-                world_q, world_logw = q, logw
+                world_q, world_logw, world_owner = q, logw, owner
             else:
                 mom = Moments(*[_scatter_rows(full, sub, new) for full, new in zip(mom, m)])
                 n_worlds = _scatter_rows(n_worlds, sub, sample.n_worlds)
@@ -273,11 +273,14 @@ class Engine:
                 games, mom, legal, sel, n_worlds=n_worlds, enumerated=enumerated,
                 game_idx=game_idx, seeds=torch.tensor(seeds, dtype=torch.int64),
                 world_q=world_q if cfg.store_worlds else None,
-                logw=world_logw if cfg.store_worlds else None)
+                logw=world_logw if cfg.store_worlds else None,
+                world_owner=world_owner if cfg.store_worlds else None)
         return records, sel.slot
 
     def _evaluate(self, games, gid, keys, n, legal, cache):
-        """Sample n worlds per game, query the oracle on the distinct ones, weight them.
+        """Sample n worlds per game, query the oracle on the distinct ones, weight them:
+        (sample, q [G,n,7], logw [G,n], the worlds' tile owners [G,n,28] or None unless
+        cfg.store_worlds).
 
         gid: the games' indices in the full batch (keys of the oracle-row cache)."""
         cfg = self.cfg
@@ -322,7 +325,8 @@ class Engine:
             logw = torch.where(sample.valid, 0.0, float("-inf"))
         else:
             logw = self._posterior(games, info, sample, ranks, rep, inverse)
-        return sample, q, logw
+        owner = world_owners(games, info, sample) if cfg.store_worlds else None
+        return sample, q, logw, owner
 
     def _query_cached(self, fetch, rep, ranks, gid, cache):
         """Oracle rows `rep` (fetch(index) -> (q, legal)), reusing rows of earlier rounds

@@ -33,15 +33,16 @@ def _to_current_order(x: torch.Tensor, slot_of_pos: torch.Tensor, pad) -> torch.
 def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: Selection, *,
                       n_worlds: torch.Tensor, enumerated: torch.Tensor, game_idx: torch.Tensor,
                       seeds: torch.Tensor, rows: torch.Tensor | None = None,
-                      world_q: torch.Tensor | None = None, logw: torch.Tensor | None = None
-                      ) -> DecisionRecords:
+                      world_q: torch.Tensor | None = None, logw: torch.Tensor | None = None,
+                      world_owner: torch.Tensor | None = None) -> DecisionRecords:
     """Records of one decision step of G games (returned on the CPU).
 
     games: `BatchedGames` at the decision (before the move is played). In initial-slot
     space: moments (from `weighted_moments`), legal [G,7], selection.slot [G]. Per game:
     n_worlds, enumerated, game_idx, seeds [G]. rows: optional bool mask [G] of the games to
     record (e.g. the unfinished ones). world_q [G,N,7] and logw [G,N] (both or neither):
-    store the per-world debug fields.
+    store the per-world debug fields; world_owner [G,N,28] (`worlds.world_owners`) stores
+    the worlds themselves.
     """
     G = games.batch_size
     wanted = rows.bool() if rows is not None else torch.ones(G, dtype=torch.bool,
@@ -59,7 +60,8 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
     tensors = record_tensors(games, moments, legal, selection, n_worlds=n_worlds,
                              enumerated=enumerated, game_idx=game_idx,
                              seeds=seeds.to(games.device), split=split,
-                             world_q=world_q, logw=logw, slot_of_pos=slot_of_pos)
+                             world_q=world_q, logw=logw, world_owner=world_owner,
+                             slot_of_pos=slot_of_pos)
     tensors = {k: v.contiguous().cpu() for k, v in tensors.items()}
     records = DecisionRecords(tensors)
     return records.select(rows.cpu()) if rows is not None else records
@@ -67,7 +69,7 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
 
 def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Selection, *,
                    n_worlds, enumerated, game_idx, seeds, split, world_q=None, logw=None,
-                   slot_of_pos=None) -> dict[str, torch.Tensor]:
+                   world_owner=None, slot_of_pos=None) -> dict[str, torch.Tensor]:
     """The record fields of one decision step as tensors on the games' device.
 
     Pure device work (no checks, no host reads), so the graph path can keep a whole batch
@@ -115,6 +117,8 @@ def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Sele
     if world_q is not None:
         tensors["world_q"] = _to_current_order(world_q.float(), slot_of_pos, 0.0)
         tensors["world_weight"] = torch.softmax(logw.float(), dim=1)
+    if world_owner is not None:
+        tensors["world_owner"] = world_owner.to(torch.int8)
     return tensors
 
 

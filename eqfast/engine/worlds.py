@@ -21,6 +21,9 @@ trick [.,3], actor).
         for steps before the start of the transcript (j < 0); those rows hold the opening
         position (first leader to play, full hands) so every row is a real position, with
         observed_tile = observed_slot = -1; they must be ignored.
+    world_owners(games, info, sample) -> owner [G,N,28] int8: the absolute seat that holds
+        each tile id at the deal in every world (the stored form of a world: with the
+        transcript it fixes every position of the hand, see docs/DATASET.md).
     true_world(games, info) -> WorldSample with N = 1 holding the real deal (for tests).
 
 Rows of the same game share decl, leader, trick and actor; only hands/remaining vary.
@@ -68,6 +71,16 @@ def world_tile_masks(games: BatchedGames, info: HiddenInfo, sample: WorldSample)
     remaining.scatter_(2, seat_idx, hidden_rem)
     initial = remaining | played_masks(games)[:, None, :]
     return initial, remaining
+
+
+def world_owners(games: BatchedGames, info: HiddenInfo, sample: WorldSample) -> torch.Tensor:
+    """Seat [G, N, 28] int8 (absolute, 0..3) holding each tile id at the deal in every world.
+    Device work only (the fast path stores it from inside a captured step)."""
+    initial, _ = world_tile_masks(games, info, sample)                  # [G,N,4] 28-bit
+    tiles = torch.arange(N_TILES, device=initial.device)
+    held = (initial[..., None] >> tiles) & 1                             # [G,N,4,28]
+    seats = torch.arange(N_SEATS, device=initial.device)[:, None]
+    return (held * seats).sum(2).to(torch.int8)
 
 
 def world_hands(games: BatchedGames, info: HiddenInfo, owner: torch.Tensor) -> torch.Tensor:
