@@ -83,29 +83,26 @@ def _print(rows):
         print("  ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
 
 
-@pytest.mark.benchmark(group="bidding")
-def test_bench_matrix_n500_exact(benchmark):
+def _bench(benchmark, measure):
     rows = []
-    benchmark.pedantic(lambda: rows.extend(matrix_times()), rounds=1, iterations=1)
+    benchmark.pedantic(lambda: rows.extend(measure()), rounds=1, iterations=1)
     _print(rows)
     benchmark.extra_info["hands"] = rows
+
+
+@pytest.mark.benchmark(group="bidding")
+def test_bench_matrix_n500_exact(benchmark):
+    _bench(benchmark, matrix_times)
 
 
 @pytest.mark.benchmark(group="bidding")
 def test_bench_sequential_and_network(benchmark):
-    rows = []
-    benchmark.pedantic(lambda: rows.extend(sequential_times() + network_times()), rounds=1,
-                       iterations=1)
-    _print(rows)
-    benchmark.extra_info["hands"] = rows
+    _bench(benchmark, lambda: sequential_times() + network_times())
 
 
 @pytest.mark.benchmark(group="bidding")
 def test_bench_lower_bracket(benchmark):
-    rows = []
-    benchmark.pedantic(lambda: rows.extend(lower_times()), rounds=1, iterations=1)
-    _print(rows)
-    benchmark.extra_info["hands"] = rows
+    _bench(benchmark, lower_times)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ a wrong value could change the answer (spec 004 §7).
    near its threshold: |V_net - need| < margin can flip make/set. Rows are audited (solved
    exactly) in order of leverage: the top contracts by mean and by spread first, then by
    distance to the nearest threshold, within a budget of `fraction` of all rows.
-2. **Deferral.** Every audited row takes the solver's value; a cell is `validated` when no
-   near-threshold row of it is left unaudited, so its make rate is exact up to the
-   (non-near) rows the network placed clearly on one side.
+2. **Deferral.** Every audited row takes the solver's value, and the near-threshold rows of
+   the cells that decide the best bid (its level and the one above, on the chosen contract)
+   are all solved, beyond the budget; a cell is `validated` when no near-threshold row of
+   it is left unaudited, so its make rate is exact up to the (non-near) rows the network
+   placed clearly on one side.
 3. **Adversarial search.** From the audited rows with the largest error, local moves (swap
    one hidden tile between two hidden hands; the bidder's hand never changes) are accepted
    when they increase |V_net - V_PI|; the worst discrepancy found and whether it flips
@@ -21,6 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..rules.deal import mix_seeds
+from .stopping import best_bid
 from .values import exact_values, network_values
 
 
@@ -32,6 +35,7 @@ class AuditConfig:
     starts: int = 4              # adversarial: rows the search starts from
     steps: int = 12              # adversarial: rounds of moves per start
     width: int = 8               # adversarial: candidate moves per round (one solver call)
+    target: float = 0.5          # make rate that defines the best bid (deferral)
     seed: int = 0
 
     def __post_init__(self):
@@ -68,6 +72,18 @@ def audit_network(v_net: np.ndarray, comp: np.ndarray, contracts, needs, network
         if len(rows):
             v_pi[rows, j] = exact_values(comp[rows], (c,), threads)[:, 0]
     say(f"audit: {int(audited.sum())} of {n * C} rows solved exactly")
+    # deferral: the cells that decide the best bid are never left to the network; their
+    # remaining near-threshold rows are solved too (beyond the budget)
+    v_used = np.where(audited, v_pi, v_net)
+    deferred = 0
+    for j, need in _deciding_cells(v_used, needs_a, cfg.target):
+        rows = np.flatnonzero((np.abs(v_net[:, j] - need) < cfg.margin) & ~audited[:, j])
+        if len(rows):
+            v_pi[rows, j] = exact_values(comp[rows], (contracts[j],), threads)[:, 0]
+            audited[rows, j] = True
+            deferred += len(rows)
+    if deferred:
+        say(f"audit: {deferred} more rows of the deciding cells solved exactly")
     err = np.abs(v_net - v_pi)                                                 # nan if not audited
     v_used = np.where(audited, v_pi, v_net)
 
@@ -93,10 +109,18 @@ def audit_network(v_net: np.ndarray, comp: np.ndarray, contracts, needs, network
         "worst_discrepancy_audited": _nanmax(err),
         "mean_abs_error_audited": float(np.nanmean(err)) if audited.any() else None,
         "flips_found": int(sum(x["flips_found"] for r in cells for x in r)),
+        "deferred_rows": deferred,
         "adversarial": adv,
         "deferral": "audited rows use the solver's value; unvalidated cells are labelled",
     }
     return {"summary": summary, "cells": cells}, v_used
+
+
+def _deciding_cells(v: np.ndarray, needs: np.ndarray, target: float):
+    """(column, need) of the best bid and the level above it on the max-of-averages
+    contract (the cells sequential stopping looks at)."""
+    j, k = best_bid(v, needs, target)
+    return [(j, float(needs[i])) for i in (k, k + 1) if 0 <= i < len(needs)]
 
 
 def adversarial(v_net, v_pi, err, comp, contracts, v_used, needs, network, cfg, threads) -> dict:
@@ -112,7 +136,7 @@ def adversarial(v_net, v_pi, err, comp, contracts, v_used, needs, network, cfg, 
         deal = comp[i].astype(np.int64).copy()
         cur = float(err[i, j])
         p = (v_used[:, j, None] >= needs[None, :]).mean(0)
-        k = np.flatnonzero(p >= 0.5)
+        k = np.flatnonzero(p >= cfg.target)
         deciding = needs[k[-1]] if len(k) else needs[0]
         for step in range(cfg.steps):
             cands = _swaps(deal, cfg.width, mix_seeds(cfg.seed, s_i, step))

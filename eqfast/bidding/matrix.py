@@ -23,6 +23,8 @@ from .values import BIDDER, exact_values
 
 SCHEMA = "eqfast-bid/1"
 UPPER_METHOD = "perfect-information play on every seat (clairvoyant; optimistic)"
+UPPER_METHOD_NET = ("perfect-information play on every seat (clairvoyant; optimistic), "
+                    "network values, solver where audited")
 LOWER_METHOD = "E[Q] player on every seat, each from its own information (imperfect-information play)"
 
 
@@ -97,7 +99,7 @@ def evaluate(hand, n: int = 500, seed: int = 0, model: CompletionModel | str = "
             f"{time.perf_counter() - t1:.1f} s")
     t_lower = time.perf_counter() - t1
 
-    upper_label = p_label(model.label, UPPER_METHOD)
+    upper_label = p_label(model.label, UPPER_METHOD if network is None else UPPER_METHOD_NET)
     lower_label = p_label(model.label, LOWER_METHOD)
     out_contracts = []
     for j, c in enumerate(contracts):

@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--batch", type=int, metavar="K",
                      help="evaluate K seeded random hands into --out (JSON lines, resumable)")
     p.add_argument("--batch-seed", type=int, default=0, help="seed of the --batch hands")
-    p.add_argument("--completions", type=int, default=500, help="N completions (shared by every contract)")
+    p.add_argument("--completions", type=int, default=500, help="N completions, shared by every contract (--sequential chooses N itself)")
     p.add_argument("--seed", type=int, default=0, help="seed of the completions")
     p.add_argument("--model", default="uniform_consistent", help="completion model")
     p.add_argument("--contracts", default="all", help="'all' or declarations 0..9, comma-separated")
@@ -129,7 +129,8 @@ def main(argv=None) -> int:
         bid_levels(args.max_marks)
         stopping = StoppingRule(args.start, args.step, args.max_completions, args.target,
                                 args.width, patience=args.patience) if args.sequential else None
-        audit = AuditConfig(fraction=args.audit_fraction, margin=args.audit_margin)
+        audit = AuditConfig(fraction=args.audit_fraction, margin=args.audit_margin,
+                            target=args.target)
     except ValueError as e:
         return fail(str(e))
 
