@@ -112,8 +112,50 @@ def test_exact_with_the_exact_oracle_has_no_oracle_error(dataset, capsys):
     assert rc == 0
     rep = json.loads(out)["exact"]
     assert rep["n_records"] == 4 and rep["worlds_mismatch"] == 0
-    assert rep["oracle_error"] == pytest.approx(0.0, abs=1e-6)
-    assert rep["total_error"] == pytest.approx(rep["sampling_error"], abs=1e-6)
+    assert rep["oracle_rmse"] == pytest.approx(0.0, abs=1e-6)
+    assert rep["oracle_world_rmse"] == pytest.approx(0.0, abs=1e-6)
+    assert rep["reproduced_max_abs_diff"] == pytest.approx(0.0, abs=1e-6)
+    assert rep["total_rmse"] == pytest.approx(rep["sampling_rmse"], abs=1e-6)
+
+
+def test_exact_reference_is_fresh(dataset, capsys):
+    """The reference draws with another run seed: with as many worlds as the records (N = 8),
+    its sampled decisions differ from the records' (the record's own seed would reproduce
+    them, sampling error exactly 0), and the records' run seed is refused."""
+    root, records, meta = dataset
+    sampled = torch.nonzero(~records["enumerated"] & (records["legal_mask"].sum(1) >= 2))[:, 0]
+    idx = ",".join(str(int(i)) for i in sampled[:4])
+    rc, out, _ = _run(capsys, root, "--exact", "--indices", idx, "--max-enumerate", 8, "--json")
+    assert rc == 0
+    rep = json.loads(out)["exact"]
+    assert rep["reference_seed"] == meta["run_seed"] + 1
+    assert rep["sampling_rmse"] > 0.1
+    assert rep["sampling_floor_rms"] > 0.1
+    rc, _, err = _run(capsys, root, "--exact", 2, "--seed", meta["run_seed"])
+    assert rc == 2 and "own run seed" in err
+
+
+def test_exact_decision_metrics_skip_forced_moves_and_split_by_trick(dataset, capsys):
+    root, records, _ = dataset
+    rc, out, _ = _run(capsys, root, "--exact", 12, "--decisions", "14:27", "--sample-seed", 3,
+                      "--max-enumerate", 40, "--json")
+    assert rc == 0
+    rep = json.loads(out)["exact"]
+    per = rep["records"]
+    multi = [r for r in per if r["n_legal"] >= 2]
+    assert rep["n_decisions"] == len(multi) < rep["n_records"] == 12   # forced moves exist
+    agree = sum(r["regret"] <= 1e-4 for r in multi) / len(multi)
+    assert rep["argmax_agreement"] == pytest.approx(agree)
+    assert rep["mean_regret"] == pytest.approx(sum(r["regret"] for r in multi) / len(multi))
+    tricks = {str(d // 4 + 1) for d in (r["decision_idx"] for r in per)}
+    assert set(rep["by_trick"]) == tricks
+    for t, row in rep["by_trick"].items():
+        assert row["n_records"] == sum(str(r["decision_idx"] // 4 + 1) == t for r in per)
+        assert {"oracle_rmse", "oracle_mae", "sampling_floor_rms", "argmax_agreement",
+                "mean_regret", "total_rmse"} <= set(row)
+    assert sum(r["n_records"] for r in rep["by_trick"].values()) == 12
+    rc, out, _ = _run(capsys, root, "--exact", 3, "--decisions", "20:27", "--max-enumerate", 40)
+    assert rc == 0 and "oracle-induced RMSE of E[Q]" in out and "trick" in out
 
 
 class OffsetOracle:
@@ -131,12 +173,17 @@ def test_exact_report_splits_oracle_and_sampling_error():
     records = Engine(OffsetOracle(), EngineConfig(n_samples=8, seed=5)).play([SEEDS[0]])
     part = records.select(torch.nonzero(records["decision_idx"] >= 18)[:, 0][:4])
     meta = {"posterior": {"enabled": False}, "run_seed": 5}
-    same = run_decisions(part, ExactOracle(), meta, seed=5)
-    exact = run_decisions(part, ExactOracle(), meta, seed=5, n_samples=300)
-    rep = exact_report(part, same, exact)
-    assert rep["oracle_error"] == pytest.approx(1.0, abs=1e-4)
+    kw = dict(seed=5, n_samples=8, store_worlds=True)
+    same = run_decisions(part, ExactOracle(), meta, **kw)
+    again = run_decisions(part, OffsetOracle(), meta, **kw)
+    ref = run_decisions(part, ExactOracle(), meta, seed=6, n_samples=300)
+    rep = exact_report(part, same, ref, again)
+    assert rep["oracle_rmse"] == pytest.approx(1.0, abs=1e-4)
+    assert rep["oracle_mae"] == pytest.approx(1.0, abs=1e-4)
+    assert rep["oracle_world_rmse"] == pytest.approx(1.0, abs=1e-4)   # +1 in every world
+    assert rep["reproduced_max_abs_diff"] == 0.0
     assert rep["worlds_mismatch"] == 0
-    assert rep["total_error"] <= rep["oracle_error"] + rep["sampling_error"] + 1e-9
+    assert rep["total_rmse"] <= rep["oracle_rmse"] + rep["sampling_rmse"] + 1e-9
 
 
 def test_engine_config_from_metadata():
@@ -158,3 +205,39 @@ def test_usage_errors_exit_2(dataset, capsys, tmp_path):
     assert rc == 2 and "run seed" in err
     rc, _, err = _run(capsys, root, "--recompute", "--oracle", str(tmp_path / "w.safetensors"))
     assert rc == 2 and "cannot load oracle" in err
+
+
+@pytest.fixture(scope="module")
+def hybrid_dataset(tmp_path_factory):
+    """The shipped network with the last 3 tricks labelled exactly, worlds stored."""
+    out = tmp_path_factory.mktemp("validate_hybrid") / "ds"
+    rc = generate.main(["--out", str(out), "--games", "2", "--seed-start", str(SEEDS[0]),
+                        "--n-samples", "12", "--exact-tricks", "3", "--store-worlds",
+                        "--quiet"])
+    assert rc == 0
+    return out
+
+
+def test_hybrid_records_are_checked_against_the_hybrid(hybrid_dataset, capsys):
+    """The metadata's exact_tricks rebuilds the hybrid: re-run on the same worlds it
+    reproduces the records, and in tricks 5-7 (exact labels) the oracle error is 0; the
+    plain network (what --recompute used to rebuild) is far off there."""
+    rc, out, _ = _run(capsys, hybrid_dataset, "--exact", 0, "--decisions", "16:27",
+                      "--max-enumerate", 30, "--json")
+    assert rc == 0
+    rep = json.loads(out)["exact"]
+    assert rep["oracle"] == "default+exact3" and rep["n_records"] == 24
+    assert rep["reproduced_max_abs_diff"] < 1e-4
+    assert rep["stored_worlds_mismatch"] == 0 and rep["worlds_mismatch"] == 0
+    for t in ("5", "6", "7"):
+        assert rep["by_trick"][t]["oracle_rmse"] == pytest.approx(0.0, abs=1e-5)
+        assert rep["by_trick"][t]["oracle_world_rmse"] == pytest.approx(0.0, abs=1e-5)
+    rc, out, _ = _run(capsys, hybrid_dataset, "--recompute", 0, "--decisions", "16:27",
+                      "--json")
+    rep = json.loads(out)["recompute"]
+    assert rc == 0 and rep["oracle"] == "default+exact3"
+    assert rep["max_abs_z_enumerated"] is None or rep["max_abs_z_enumerated"] < 1e-3
+    rc, out, _ = _run(capsys, hybrid_dataset, "--recompute", 0, "--decisions", "16:27",
+                      "--oracle", "default", "--json")
+    plain = json.loads(out)["recompute"]
+    assert plain["oracle"] == "default" and plain["max_abs_z"] > 3

@@ -5,8 +5,11 @@
                                            errors (z scores)
     eqfast-validate PATH --outcomes        correlate E[Q] of the move taken with the realized
                                            value to go, per decision index
-    eqfast-validate PATH --exact [K]       label error of K records against exact E[Q]
-                                           (ExactOracle), split into oracle and sampling error
+    eqfast-validate PATH --exact [K]       label error of K records against exact E[Q]:
+                                           oracle-induced error on the records' own worlds,
+                                           sampling error against a fresh exact reference,
+                                           decision regret and argmax agreement (>= 2 legal
+                                           moves), per trick and overall
 
 PATH is a shard or a dataset directory (as for eqfast-view). `--json` prints one JSON object
 with every figure. The methods are documented in `eqfast.engine.validation`.
@@ -50,15 +53,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--outcomes", action="store_true",
                    help="correlate E[Q] of the move taken with the realized value to go")
     p.add_argument("--exact", type=int, nargs="?", const=16, default=None, metavar="K",
-                   help="label error of K sampled records against exact E[Q] (K defaults to 16; "
-                        "slow early in a hand: one exact solve per world, see --decisions)")
+                   help="label error of K sampled records against exact E[Q] (K defaults to 16, "
+                        "0 = every record; slow early in a hand: one exact solve per world, "
+                        "see --decisions)")
     p.add_argument("--oracle", default=None,
-                   help="oracle for --recompute: 'exact', 'default' or a weights path "
-                        "(default: the records' oracle, from their metadata)")
+                   help="the records' oracle for --recompute and for --exact's per-world "
+                        "comparison: 'exact', 'default' or a weights path (default: the oracle "
+                        "the metadata names, with its --exact-tricks)")
+    p.add_argument("--exact-tricks", type=int, default=None,
+                   help="with --oracle: label the last this many tricks exactly (hybrid); "
+                        "default: the metadata's value")
     p.add_argument("--seed", type=int, default=None,
-                   help="run seed of the fresh worlds in --recompute (default: the records' + 1)")
+                   help="run seed of the fresh worlds in --recompute and of --exact's "
+                        "reference (default: the records' + 1; never the records' own)")
     p.add_argument("--max-enumerate", type=int, default=2000,
-                   help="--exact: enumerate all worlds when at most this many, else draw this many")
+                   help="--exact: worlds of the fresh exact reference: all consistent worlds "
+                        "when at most this many, else this many fresh draws")
     p.add_argument("--decisions", default=None, metavar="LO:HI",
                    help="sample records only among decision indices LO..HI (inclusive)")
     p.add_argument("--indices", default=None, metavar="I,J,...",
@@ -84,24 +94,34 @@ def run_metadata(metas: list[dict]) -> dict:
     return first
 
 
-def resolve_oracle(spec: str | None, metadata: dict, device):
-    """(oracle, name) for --recompute: --oracle, else the oracle named in the metadata."""
-    name = spec if spec is not None else (metadata.get("oracle") or {}).get("name")
+def resolve_oracle(spec: str | None, metadata: dict, device, exact_tricks: int | None = None):
+    """(oracle, name, warning or None): --oracle (with --exact-tricks), else the oracle the
+    metadata names, rebuilt by eqfast-generate's own factory with the metadata's
+    exact_tricks, so a hybrid run is checked against the hybrid. The warning says when the
+    rebuilt oracle's SHA-256 is not the one the records were made with."""
+    from .generate import load_oracle
+    identity = metadata.get("oracle") or {}
+    name = spec if spec is not None else identity.get("name")
     if name is None:
         raise UsageError("the records' metadata names no oracle: pass --oracle")
+    if exact_tricks is None:
+        exact_tricks = int(identity.get("exact_tricks") or 0) if spec is None else 0
+    if not 0 <= exact_tricks <= 7:
+        raise UsageError(f"--exact-tricks must be 0..7, got {exact_tricks}")
+    if name not in ("exact", "default") and not Path(name).is_file():
+        hint = "" if spec is not None else " (named in the records' metadata); pass --oracle"
+        raise UsageError(f"cannot load oracle {name!r}{hint}: {name}: no such file")
     try:
-        if name == "exact":
-            from ..oracle.exact import ExactOracle
-            return ExactOracle(), name
-        from ..oracle.weights import load_default_oracle, load_oracle
-        if name == "default":
-            return load_default_oracle(device=device), name
-        if not Path(name).is_file():
-            raise FileNotFoundError(f"{name}: no such file")
-        return load_oracle(name, device=device), name
+        oracle, built = load_oracle(name, device, exact_tricks=0 if name == "exact" else exact_tricks)
     except (ImportError, OSError, ValueError) as e:
         hint = "" if spec is not None else " (named in the records' metadata); pass --oracle"
         raise UsageError(f"cannot load oracle {name!r}{hint}: {e}") from None
+    label = f"{name}+exact{exact_tricks}" if exact_tricks and name != "exact" else name
+    warning = None
+    if spec is None and identity.get("sha256") and built.get("sha256") != identity.get("sha256"):
+        warning = (f"oracle {label!r} rebuilt with SHA-256 {built.get('sha256')}, the records' "
+                   f"metadata says {identity.get('sha256')}: recomputed values may differ")
+    return oracle, label, warning
 
 
 def parse_decisions(text: str | None):
@@ -127,8 +147,10 @@ def chosen_indices(args, records, k: int) -> torch.Tensor:
         if bad:
             raise UsageError(f"--indices {bad} out of [0, {len(records) - 1}]")
         return torch.tensor(sorted(set(idx)), dtype=torch.int64)
-    if k < 1:
-        raise UsageError(f"K must be >= 1, got {k}")
+    if k < 0:
+        raise UsageError(f"K must be >= 0 (0 = every record), got {k}")
+    if k == 0:
+        k = len(records)
     return pick_records(records, k, args.sample_seed, parse_decisions(args.decisions))
 
 
@@ -169,17 +191,42 @@ def print_outcomes(rep: dict) -> None:
               f"{_f(s['mean_residual'], '+.2f'):>10}   {_f(s['rmse'], '.2f'):>5}")
 
 
+#: (label, key, format) of the rows of the --exact table
+EXACT_ROWS = (
+    ("records", "n_records", "d"), ("decisions >= 2 legal", "n_decisions", "d"),
+    ("oracle-induced RMSE of E[Q]", "oracle_rmse", ".2f"),
+    ("oracle-induced mean |err| of E[Q]", "oracle_mae", ".2f"),
+    ("oracle-induced RMSE per world", "oracle_world_rmse", ".2f"),
+    ("sampling floor sqrt(Var/N), rms", "sampling_floor_rms", ".2f"),
+    ("sampling RMSE vs fresh reference", "sampling_rmse", ".2f"),
+    ("reference's own floor, rms", "reference_floor_rms", ".2f"),
+    ("total RMSE vs reference", "total_rmse", ".2f"),
+    ("argmax = exact argmax (>= 2 legal)", "argmax_agreement", "%"),
+    ("  same, vs exact on same worlds", "argmax_agreement_same_worlds", "%"),
+    ("decision regret (>= 2 legal)", "mean_regret", ".3f"),
+    ("  exact labels on the same worlds", "exact_same_worlds_regret", ".3f"),
+)
+
+
 def print_exact(rep: dict) -> None:
-    print(f"exact: {rep['n_records']} records, {rep['n_moves']} legal moves, exact E[Q] "
-          f"enumerated for {_pct(rep['exact_enumerated_fraction'], '.0f')}% "
-          f"(max {rep['max_enumerate']} worlds)")
-    print(f"  mean |E_rec - E_exact| {_f(rep['total_error'])} points = oracle error "
-          f"{_f(rep['oracle_error'])} (same worlds) + sampling error {_f(rep['sampling_error'])}")
-    print(f"  argmax agreement {_pct(rep['argmax_agreement'])}%, "
-          f"mean regret {_f(rep['mean_regret'])} points")
-    if rep["worlds_mismatch"]:
-        print(f"  warning: {rep['worlds_mismatch']} records did not reproduce their n_worlds "
-              "(the same-worlds split is not exact for them)")
+    print(f"exact: {rep['n_records']} records ({rep['n_decisions']} with >= 2 legal moves), "
+          f"{rep['n_moves']} legal moves; records' oracle {rep['oracle']}; fresh exact reference "
+          f"(run seed {rep['reference_seed']}): {rep['max_enumerate']} worlds, enumerated for "
+          f"{_pct(rep['exact_enumerated_fraction'], '.0f')}%")
+    tricks = sorted(rep["by_trick"], key=int)
+    cols = [rep["by_trick"][t] for t in tricks] + [rep]
+    print(f"  {'trick':36s}" + "".join(f"{t:>8}" for t in tricks) + f"{'all':>8}")
+    for label, key, fmt in EXACT_ROWS:
+        cells = [("-" if c[key] is None else f"{100 * c[key]:.0f}%") if fmt == "%"
+                 else _f(c[key], fmt) for c in cols]
+        print(f"  {label:36s}" + "".join(f"{v:>8}" for v in cells))
+    if rep["worlds_mismatch"] or rep.get("stored_worlds_mismatch"):
+        print(f"  warning: {rep['worlds_mismatch']} records did not reproduce their n_worlds, "
+              f"{rep.get('stored_worlds_mismatch', 0)} not their stored worlds (the same-world "
+              "split is not exact for them)")
+    if rep.get("reproduced_max_abs_diff") is not None:
+        print(f"  records' oracle re-run on the same worlds: max |E - E_rec| "
+              f"{rep['reproduced_max_abs_diff']:.2e} points")
 
 
 # ---------------------------------------------------------------------------- main
@@ -201,12 +248,17 @@ def validate(args) -> dict:
            "run_seed": run_seed, "records_oracle": (meta.get("oracle") or {}).get("name")}
     common = dict(device=args.device, backend=args.backend)
 
+    fresh_seed = args.seed if args.seed is not None else run_seed + 1
+    if fresh_seed == run_seed:
+        raise UsageError(f"--seed {fresh_seed} is the records' own run seed: the worlds "
+                         "would not be fresh")
+    oracle = name = None
+    if args.recompute is not None or args.exact is not None:
+        oracle, name, warning = resolve_oracle(args.oracle, meta, args.device, args.exact_tricks)
+        if warning:
+            out["warnings"] = [warning]
+            print(f"eqfast-validate: warning: {warning}", file=sys.stderr)
     if args.recompute is not None:
-        oracle, name = resolve_oracle(args.oracle, meta, args.device)
-        fresh_seed = args.seed if args.seed is not None else run_seed + 1
-        if fresh_seed == run_seed:
-            raise UsageError(f"--seed {fresh_seed} is the records' own run seed: the worlds "
-                             "would not be fresh")
         idx = chosen_indices(args, records, args.recompute)
         part = records.select(idx)
         fresh = run_decisions(part, oracle, meta, seed=fresh_seed, **common)
@@ -219,11 +271,18 @@ def validate(args) -> dict:
         exact_oracle = ExactOracle()
         idx = chosen_indices(args, records, args.exact)
         part = records.select(idx)
-        same = run_decisions(part, exact_oracle, meta, seed=run_seed, **common)
-        exact = run_decisions(part, exact_oracle, meta, seed=run_seed,
-                              n_samples=args.max_enumerate, **common)
-        out["exact"] = {**exact_report(part, same, exact, idx.tolist()),
-                        "max_enumerate": args.max_enumerate}
+        # the same worlds: the run's N reproduces its draws (and its world_q shape); an
+        # adaptive run used several N, so each record's own n_worlds, without per-world Q
+        adaptive = (meta.get("adaptive") or {}).get("sem") is not None or "n_samples" not in meta
+        n_same = None if adaptive else int(meta["n_samples"])
+        same_kw = dict(seed=run_seed, n_samples=n_same, store_worlds=not adaptive, **common)
+        same = run_decisions(part, exact_oracle, meta, **same_kw)
+        rec_again = run_decisions(part, oracle, meta, **same_kw)
+        ref = run_decisions(part, exact_oracle, meta, seed=fresh_seed,
+                            n_samples=args.max_enumerate, **common)
+        out["exact"] = {**exact_report(part, same, ref, rec_again, idx.tolist()),
+                        "max_enumerate": args.max_enumerate, "reference_seed": fresh_seed,
+                        "oracle": name}
     return out
 
 

@@ -37,21 +37,35 @@ that single decision. Three checks build on this:
     progress are part of the value to go). Pearson r per decision index and overall, with
     the mean residual (realized - E[Q]). Games whose records are incomplete are skipped.
 
-(c) Exact labels (`exact_report`): for each record, three estimates per legal move:
+(c) Exact labels (`exact_report`): for each record, per legal move,
 
         E_rec    the record (the run's oracle on the run's worlds)
-        E_same   ExactOracle on the SAME worlds: the run's seed and n_worlds reproduce the
-                 run's world draws bit for bit (draws are keyed by (run seed, game seed,
-                 decision) and the world index)
-        E_exact  ExactOracle on all consistent worlds when there are at most
-                 `max_enumerate` of them (enumerated), else on `max_enumerate` fresh draws
+        E_same   the exact solver on the SAME worlds: the run seed and n_worlds reproduce
+                 the run's draws bit for bit (draws are keyed by (run seed, game seed,
+                 decision) and the world index); with stored worlds (`world_owner`) the
+                 reproduction is checked against the file
+        E_ref    the exact solver on a FRESH reference: another run seed (another key,
+                 so no draw is shared with the record's), `max_enumerate` worlds, or every
+                 consistent world when there are at most that many (enumerated)
 
-    oracle error   = mean |E_rec - E_same|    (network vs exact, worlds held fixed)
-    sampling error = mean |E_same - E_exact|  (the finite sample of worlds)
-    total error    = mean |E_rec - E_exact|   (<= oracle + sampling error)
+    and per world the record oracle's Q against the solver's on the same world (the run's
+    oracle rebuilt from the metadata, the hybrid's exact tricks included). Reported per
+    trick (decision_idx // 4 + 1) and overall:
 
-    over the legal moves of the records, and argmax agreement: the record's best legal move
-    is also best under E_exact (within 1e-4 points), with the mean regret under E_exact.
+    oracle-induced error   E_rec - E_same: RMSE and mean abs over legal moves; per world:
+                           RMSE of Q_rec - Q_exact, weighted by the world weights
+    sampling floor         sqrt(Var_same / ESS): the standard error of a perfect oracle with
+                           the record's worlds (0 for enumerated decisions), rms
+    sampling error         E_same - E_ref, RMSE (~ the floor, plus the reference's own
+                           sqrt(Var/M), also reported)
+    total error            E_rec - E_ref, RMSE and mean abs
+    decisions              over records with >= 2 legal moves only (a forced move has no
+                           choice to get wrong): the record's greedy move (ties within
+                           policy.TIE_TOL to the lowest slot, as the policy breaks them) is
+                           best under E_ref (argmax agreement), its regret under E_ref, and
+                           the same for E_same's move (what exact labels on the same worlds
+                           would give)
+
     With posterior weighting on, E_same also weighs the worlds with the exact oracle's
     behaviour model, so a weight difference counts as oracle error.
 """
@@ -68,6 +82,7 @@ from ..rules.batched import BatchedGames
 from ..rules.deal import deal_from_seed
 from ..rules.tables import N_SEATS
 from .pipeline import N_DECISIONS, Engine, EngineConfig
+from .policy import TIE_TOL
 from .posterior import PosteriorConfig
 from .transcript import F_DECL, F_HIGH, F_LOW, F_PLAYER, F_TYPE, TYPE_PLAY, transcript_tokens
 
@@ -75,8 +90,6 @@ from .transcript import F_DECL, F_HIGH, F_LOW, F_PLAYER, F_TYPE, TYPE_PLAY, tran
 SE_FLOOR = 0.01
 #: |z| above this flags a move in the recompute check
 Z_FLAG = 3.0
-#: two E[Q] within this many points are tied (argmax agreement)
-TIE_TOL = 1e-4
 
 
 class ReplayError(ValueError):
@@ -159,7 +172,8 @@ def _groups(records: DecisionRecords, by_worlds: bool):
 
 
 # ---------------------------------------------------------------------------- engine runs
-def engine_config(metadata: dict, *, seed: int, n_samples: int) -> EngineConfig:
+def engine_config(metadata: dict, *, seed: int, n_samples: int,
+                  store_worlds: bool = False) -> EngineConfig:
     """EngineConfig of a run as its metadata records it (posterior on or off), with the seed
     and worlds per decision given; greedy selection (the move chosen is not compared)."""
     post = (metadata or {}).get("posterior") or {}
@@ -167,23 +181,27 @@ def engine_config(metadata: dict, *, seed: int, n_samples: int) -> EngineConfig:
     if post.get("enabled"):
         names = {f.name for f in dc_fields(PosteriorConfig)}
         posterior = PosteriorConfig(**{k: v for k, v in post.items() if k in names})
-    return EngineConfig(n_samples=int(n_samples), seed=int(seed), posterior=posterior)
+    return EngineConfig(n_samples=int(n_samples), seed=int(seed), posterior=posterior,
+                        store_worlds=store_worlds)
 
 
 def run_decisions(records: DecisionRecords, oracle, metadata: dict, *, seed: int,
-                  n_samples: int | None = None, device="cpu", backend="reference"
-                  ) -> DecisionRecords:
+                  n_samples: int | None = None, device="cpu", backend="reference",
+                  store_worlds: bool = False) -> DecisionRecords:
     """Each record's decision re-run by the engine: rows aligned with `records`.
 
     seed: the run seed of the world draws (the record's run seed reproduces its worlds).
     n_samples: worlds per decision; None = each record's own n_worlds.
+    store_worlds: keep the per-world fields (world_q, world_weight, world_owner); needs
+    one number of worlds for all rows (n_samples given, or every record's n_worlds equal).
     """
     out: list = [None] * len(records)
     for (d, n), rows in _groups(records, by_worlds=n_samples is None).items():
         part = records.select(rows)
         games = replay_to_decision(part, device)
         n = int(n) if n_samples is None else int(n_samples)
-        engine = Engine(oracle, engine_config(metadata, seed=seed, n_samples=n),
+        engine = Engine(oracle, engine_config(metadata, seed=seed, n_samples=n,
+                                              store_worlds=store_worlds),
                         backend=backend, device=device)
         fresh, _ = engine.decide(games, part["seed"].tolist(), int(d), part["game_idx"])
         for k, r in enumerate(rows.tolist()):
@@ -345,46 +363,117 @@ def outcome_report(records: DecisionRecords, device="cpu") -> dict:
 
 
 # ---------------------------------------------------------------------------- (c) exact
-def exact_report(records: DecisionRecords, same: DecisionRecords, exact: DecisionRecords,
-                 indices=None) -> dict:
-    """Label error of the records against exact E[Q] (see the module doc).
+def trick_of(records: DecisionRecords) -> torch.Tensor:
+    """Trick number 1..7 [R] of each record's decision."""
+    return records["decision_idx"] // 4 + 1
 
-    same: the exact oracle on the records' own worlds; exact: the exact oracle on all (or
-    many) consistent worlds; rows aligned with `records`.
+
+def greedy_slot(e_q: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+    """The policy's greedy slot [R]: lowest legal slot within TIE_TOL of the best E[Q]."""
+    q = torch.where(legal, e_q.double(), torch.full_like(e_q, float("-inf"), dtype=torch.float64))
+    best = q.max(1).values
+    return (legal & (q >= best[:, None] - TIE_TOL)).long().argmax(1)
+
+
+def _world_sq_error(rec: DecisionRecords, same: DecisionRecords) -> torch.Tensor:
+    """Per record [R]: world-weighted mean over worlds and legal moves of (Q_rec - Q_exact)^2
+    on the same worlds (NaN where the per-world fields are missing)."""
+    R = len(rec)
+    if "world_q" not in rec or "world_q" not in same or rec["world_q"].shape != same["world_q"].shape:
+        return torch.full((R,), float("nan"), dtype=torch.float64)
+    d2 = (rec["world_q"].double() - same["world_q"].double()) ** 2          # [R, N, 7]
+    legal = rec["legal_mask"][:, None, :]
+    w = rec["world_weight"].double()[:, :, None]
+    per_move = (w * torch.where(legal, d2, torch.zeros_like(d2))).sum(1)    # [R, 7]
+    return per_move.sum(1) / rec["legal_mask"].sum(1).clamp(min=1)
+
+
+def exact_metrics(rows: torch.Tensor, legal, rec, sam, ref, floor2, ref_floor2, world_sq,
+                  choice) -> dict:
+    """The figures of one table row (see the module doc) over the records `rows` (bool [R])."""
+    lm = legal & rows[:, None]
+    n_moves = int(lm.sum())
+
+    def rmse(a, b):
+        return float(((a - b)[lm] ** 2).mean().sqrt()) if n_moves else None
+
+    def mae(a, b):
+        return float((a - b)[lm].abs().mean()) if n_moves else None
+
+    multi = rows & (legal.sum(1) >= 2)
+    n_dec = int(multi.sum())
+    ref_best = torch.where(legal, ref, torch.full_like(ref, float("-inf"))).max(1).values
+
+    def regret(slot):
+        return ref_best - ref.gather(1, slot[:, None])[:, 0]
+
+    r_rec, r_same = regret(choice["rec"]), regret(choice["same"])
+    agree_same = sam.gather(1, choice["rec"][:, None])[:, 0] >= \
+        torch.where(legal, sam, torch.full_like(sam, float("-inf"))).max(1).values - TIE_TOL
+    ws = world_sq[rows & ~torch.isnan(world_sq)]
+    mean = lambda x: float(x.double().mean()) if n_dec else None
+    return {
+        "n_records": int(rows.sum()), "n_moves": n_moves, "n_decisions": n_dec,
+        "oracle_rmse": rmse(rec, sam), "oracle_mae": mae(rec, sam),
+        "oracle_world_rmse": float(ws.mean().sqrt()) if ws.numel() else None,
+        "sampling_floor_rms": float(floor2[lm].mean().sqrt()) if n_moves else None,
+        "sampling_rmse": rmse(sam, ref),
+        "reference_floor_rms": float(ref_floor2[lm].mean().sqrt()) if n_moves else None,
+        "total_rmse": rmse(rec, ref), "total_mae": mae(rec, ref),
+        "argmax_agreement": mean(r_rec[multi] <= TIE_TOL),
+        "argmax_agreement_same_worlds": mean(agree_same[multi]),
+        "mean_regret": mean(r_rec[multi]),
+        "exact_same_worlds_regret": mean(r_same[multi]),
+    }
+
+
+def _floor2(r: DecisionRecords) -> torch.Tensor:
+    """Squared standard error Var/ESS [R, 7] of E[Q]; 0 for enumerated decisions."""
+    se2 = r["e_q_var"].double() / r["ess"].double().clamp(min=1.0)[:, None]
+    return torch.where(r["enumerated"][:, None], torch.zeros_like(se2), se2)
+
+
+def exact_report(records: DecisionRecords, same: DecisionRecords, ref: DecisionRecords,
+                 rec_again: DecisionRecords | None = None, indices=None) -> dict:
+    """Label error of the records against exact E[Q], per trick and overall (module doc).
+
+    same: the exact oracle on the records' own worlds; ref: the exact oracle on a fresh
+    reference; rec_again: the records' oracle re-run on the same worlds (per-world Q), or
+    None; rows aligned with `records`. Per-world figures need world_q in `same` and in
+    `rec_again` (else in `records`, from --store-worlds).
     """
     legal = records["legal_mask"]
-    rec, sam, ex = (r["e_q_mean"].double() for r in (records, same, exact))
-
-    def mean_abs(a, b):
-        v = (a - b).abs()[legal]
-        return float(v.mean()) if v.numel() else None
-
-    neg = torch.full_like(ex, float("-inf"))
-    rec_best = torch.where(legal, rec, neg).argmax(1)
-    ex_max = torch.where(legal, ex, neg).max(1).values
-    regret = ex_max - ex.gather(1, rec_best[:, None])[:, 0]
-    indices = list(range(len(records))) if indices is None else [int(i) for i in indices]
-    per_record = [{
-        "index": indices[k], "game_idx": int(records["game_idx"][k]),
-        "decision_idx": int(records["decision_idx"][k]),
-        "exact_enumerated": bool(exact["enumerated"][k]),
-        "n_worlds_exact": int(exact["n_worlds"][k]),
-        "oracle_error": float((rec[k] - sam[k]).abs()[legal[k]].mean()),
-        "sampling_error": float((sam[k] - ex[k]).abs()[legal[k]].mean()),
-        "regret": float(regret[k]),
-    } for k in range(len(records))]
+    rec, sam, ex = (r["e_q_mean"].double() for r in (records, same, ref))
+    rec_worlds = rec_again if rec_again is not None and "world_q" in rec_again else records
+    world_sq = _world_sq_error(rec_worlds, same)
+    floor2, ref_floor2 = _floor2(same), _floor2(ref)
+    choice = {"rec": greedy_slot(rec, legal), "same": greedy_slot(sam, legal)}
+    args = (legal, rec, sam, ex, floor2, ref_floor2, world_sq, choice)
+    trick = trick_of(records)
     R = len(records)
-    return {
-        "n_records": R, "n_moves": int(legal.sum()),
-        "oracle_error": mean_abs(rec, sam),
-        "sampling_error": mean_abs(sam, ex),
-        "total_error": mean_abs(rec, ex),
-        "argmax_agreement": float((regret <= TIE_TOL).double().mean()) if R else None,
-        "mean_regret": float(regret.mean()) if R else None,
-        "exact_enumerated_fraction": float(exact["enumerated"].double().mean()) if R else None,
-        "worlds_mismatch": int((same["n_worlds"] != records["n_worlds"]).sum()),
-        "records": per_record,
-    }
+    out = {**exact_metrics(torch.ones(R, dtype=torch.bool), *args),
+           "by_trick": {int(t): exact_metrics(trick == t, *args)
+                        for t in torch.unique(trick).tolist()},
+           "exact_enumerated_fraction": float(ref["enumerated"].double().mean()) if R else None,
+           "forced_fraction": float((legal.sum(1) < 2).double().mean()) if R else None,
+           "worlds_mismatch": int((same["n_worlds"] != records["n_worlds"]).sum())}
+    if "world_owner" in records and "world_owner" in same:
+        # the file's worlds against the re-drawn ones: the same-world split is exact only if equal
+        out["stored_worlds_mismatch"] = int(
+            (records["world_owner"] != same["world_owner"]).flatten(1).any(1).sum())
+    if rec_again is not None:
+        diff = (rec_again["e_q_mean"].double() - rec)[legal].abs()
+        out["reproduced_max_abs_diff"] = float(diff.max()) if diff.numel() else None
+    indices = list(range(R)) if indices is None else [int(i) for i in indices]
+    out["records"] = [{
+        "index": indices[k], "game_idx": int(records["game_idx"][k]),
+        "decision_idx": int(records["decision_idx"][k]), "n_legal": int(legal[k].sum()),
+        "exact_enumerated": bool(ref["enumerated"][k]), "n_worlds_ref": int(ref["n_worlds"][k]),
+        "oracle_mae": float((rec[k] - sam[k]).abs()[legal[k]].mean()),
+        "sampling_mae": float((sam[k] - ex[k]).abs()[legal[k]].mean()),
+        "regret": float(ex[k][legal[k]].max() - ex[k][choice["rec"][k]]),
+    } for k in range(R)]
+    return out
 
 
 # ---------------------------------------------------------------------------- sampling
