@@ -12,7 +12,6 @@ from eqfast.bidding import (AuditConfig, HandError, StoppingRule, UniformComplet
                             bid_levels, cvar, evaluate, exact_values, format_table, fusion,
                             parse_hand, sample_quantile, wilson)
 from eqfast.bidding.lower import lower_engine, play_out
-from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.rules.batched import BatchedGames
 from eqfast.rules.deal import deal_from_seed
 from eqfast.rules.tables import N_TILES
@@ -180,7 +179,7 @@ def test_lower_bracket_decides_only_from_the_actors_information():
     """Same public transcript and own hand, different hidden hands: the same move. The fake
     oracle's Q hashes the whole position, so any hidden tile reaching the decision would
     change it (the control below shows it does for a clairvoyant chooser)."""
-    engine = Engine(HashOracle(), EngineConfig(n_samples=6, seed=3))
+    engine = lower_engine(HashOracle(), n_worlds=6, seed=3)    # the bracket's player
     rng = np.random.default_rng(0)
     checked = clairvoyant_differs = 0
     for game_seed in (11, 12):
@@ -249,6 +248,7 @@ def test_network_path_defers_audited_rows_to_the_solver():
     assert a["adversarial"]["solves"] == 8
     assert a["worst_discrepancy_audited"] is not None
     cells = col(r, 9)["cells"]
-    assert all({"validated", "near_unaudited", "flips_found"} <= set(x["audit"]) for x in cells)
+    assert all({"validated", "near_unaudited", "flips_found", "worst_discrepancy_near"}
+               <= set(x["audit"]) for x in cells)
     assert "network" in r["values"] and "network values" in r["labels"]["p_upper"]
     assert a["deferred_rows"] >= 0

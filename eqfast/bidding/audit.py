@@ -94,7 +94,9 @@ def audit_network(v_net: np.ndarray, comp: np.ndarray, contracts, needs, network
             near_k = np.abs(v_net[:, j] - need) < cfg.margin
             a = audited[:, j]
             flips = a & ((v_net[:, j] >= need) != (v_pi[:, j] >= need))
+            checked = near_k & a
             row.append({"audited_fraction": float(a.mean()),
+                        "worst_discrepancy_near": float(err[checked, j].max()) if checked.any() else None,
                         "near_threshold": int(near_k.sum()),
                         "near_unaudited": int((near_k & ~a).sum()),
                         "flips_found": int(flips.sum()),
