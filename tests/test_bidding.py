@@ -101,6 +101,11 @@ def test_uniform_completions_spread_each_hidden_tile_evenly():
         assert counts.sum() == 3000 and np.all(np.abs(counts - 1000) < 120), (t, counts)
 
 
+def test_exact_values_do_not_depend_on_the_thread_count():
+    comp = UniformCompletions().sample(parse_hand(MIXED), 9, 0, 12)
+    assert (exact_values(comp, range(10), threads=1) == exact_values(comp, range(10), threads=2)).all()
+
+
 def test_exact_values_equal_the_solver_and_decl_8_is_solved():
     comp = UniformCompletions().sample(parse_hand(MIXED), 3, 0, 4)
     v = exact_values(comp, range(10), threads=2)
