@@ -42,7 +42,19 @@ def test_bad_hands_exit_2_with_a_message(hand, needle):
     assert_usage_error(run_cli("bid", "--hand", hand), "--hand", needle)
 
 
-def test_bad_flags_exit_2():
+def test_network_path_names_its_weights():
+    proc = run_cli("bid", "--hand", "6-4,5-5,5-0,4-1,3-2,2-0,1-0", "--completions", "8", "--lower", "0",
+                   "--contracts", "5", "--oracle", "network", "--json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert len(r["network"]["sha256"]) == 64 and r["audit"]["audited_fraction"] > 0
+    assert "network values" in r["labels"]["p_upper"]
+
+
+def test_bad_flags_exit_2(tmp_path):
+    missing = tmp_path / "none.safetensors"
+    assert_usage_error(run_cli("bid", "--hand", "6-6,6-5,6-4,6-3,6-2,6-1,6-0", "--oracle", "network",
+                               "--weights", missing), "oracle", "none.safetensors")
     assert_usage_error(run_cli("bid", "--hand", "6-6,6-5,6-4,6-3,6-2,6-1,6-0", "--contracts", "11"),
                        "contracts")
     assert_usage_error(run_cli("bid", "--batch", "2"), "--out")

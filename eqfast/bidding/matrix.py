@@ -34,14 +34,16 @@ def p_label(model: str, method: str) -> str:
 
 def evaluate(hand, n: int = 500, seed: int = 0, model: CompletionModel | str = "uniform_consistent",
              contracts=CONTRACTS, max_marks: int = 2, threads: int | None = None,
-             stopping: StoppingRule | None = None, network=None, audit=None,
+             stopping: StoppingRule | None = None, network=None, network_info: dict | None = None,
+             audit=None,
              lower_engine=None, lower_n: int = 0, lower_info: dict | None = None,
              gap_warn: float = 0.15, progress: Callable[[str], None] | None = None) -> dict:
     """The full matrix of `hand` (a "6-6,6-5,..." string or 7 tile ids).
 
     n: completions (with `stopping`: ignored, the rule decides within its maximum).
     network: a Stage 1 oracle for bulk values (None: exact values for every completion);
-    audit: an `audit.AuditConfig` for the network path (default settings when None).
+    network_info labels the network in the output (name, path, sha256); audit: an
+    `audit.AuditConfig` for the network path (default settings when None).
     lower_engine: an engine from `lower.lower_engine` to play the first `lower_n`
     completions on every seat (the lower bracket); lower_info labels it in the output.
     """
@@ -145,6 +147,7 @@ def evaluate(hand, n: int = 500, seed: int = 0, model: CompletionModel | str = "
         "completion_model": model.label, "n": n, "seed": seed,
         "values": ("exact solver (V_PI)" if network is None
                    else "network, exact where audited (see audit)"),
+        "network": None if network is None else (network_info or {"name": type(network).__name__}),
         "labels": {"p_upper": upper_label, "p_lower": lower_label},
         "levels": [{"level": lv.label, "need": lv.need, "marks": lv.marks} for lv in levels],
         "contracts": out_contracts,

@@ -137,14 +137,13 @@ def main(argv=None) -> int:
     import torch
     threads = args.threads or None
     network = lower = None
-    lower_info = {}
+    lower_info, network_info = {}, None
     try:
+        from .generate import load_oracle
         if args.oracle == "network":
-            from ..oracle.weights import DEFAULT_MODEL, load_oracle as load_path
-            network = load_path(Path(args.weights or DEFAULT_MODEL), device="cpu")
+            network, network_info = load_oracle(args.weights or "default", "cpu")
         if args.lower:
             from ..bidding.lower import lower_engine
-            from .generate import load_oracle
             oracle, identity = load_oracle(args.lower_oracle, "cpu")
             lower = lower_engine(oracle, args.lower_worlds, seed=args.seed)
             lower_info = {"worlds": args.lower_worlds, "oracle": identity.get("name"),
@@ -155,7 +154,8 @@ def main(argv=None) -> int:
         torch.set_num_threads(threads)
     say = (lambda m: None) if args.quiet else (lambda m: print(f"eqfast-bid: {m}", file=sys.stderr))
     common = dict(model=args.model, contracts=contracts, max_marks=args.max_marks, threads=threads,
-                  stopping=stopping, network=network, audit=audit, lower_engine=lower,
+                  stopping=stopping, network=network, network_info=network_info, audit=audit,
+                  lower_engine=lower,
                   lower_n=args.lower, lower_info=lower_info, gap_warn=args.gap_warn, progress=say)
     if args.batch is not None:
         return _batch(args, common, fail)
