@@ -40,6 +40,14 @@ def test_parse_hand_accepts_both_pip_orders_and_rejects_bad_hands():
             parse_hand(bad)
 
 
+def test_evaluate_rejects_bad_contracts_and_sizes():
+    for contracts in ((), (3, 3), (10,)):
+        with pytest.raises(ValueError, match="contracts"):
+            evaluate(MIXED, n=2, contracts=contracts)
+    with pytest.raises(ValueError, match="n must be"):
+        evaluate(MIXED, n=0)
+
+
 def test_bid_levels_marks_need_all_42_points():
     levels = bid_levels(3)
     assert [lv.label for lv in levels] == [str(k) for k in range(30, 42)] + ["42", "84", "126"]

@@ -19,7 +19,7 @@ from .hand import format_hand, parse_hand
 from .levels import CONTRACTS, bid_levels, contract_name
 from .stats import cell, contract_summary, fusion
 from .stopping import StoppingRule, best_bid, decided
-from .values import BIDDER, exact_values
+from .values import BIDDER, exact_values, network_values
 
 SCHEMA = "eqfast-bid/1"
 UPPER_METHOD = "perfect-information play on every seat (clairvoyant; optimistic)"
@@ -50,6 +50,10 @@ def evaluate(hand, n: int = 500, seed: int = 0, model: CompletionModel | str = "
     tiles = parse_hand(hand) if isinstance(hand, str) else parse_hand(format_hand(hand))
     model = completion_model(model) if isinstance(model, str) else model
     contracts = tuple(int(c) for c in contracts)
+    if not contracts or len(set(contracts)) != len(contracts) or not set(contracts) <= set(CONTRACTS):
+        raise ValueError(f"contracts must be distinct declarations 0..9, got {contracts}")
+    if stopping is None and n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
     levels = bid_levels(max_marks)
     needs = [lv.need for lv in levels]
     say = progress or (lambda msg: None)
@@ -59,7 +63,6 @@ def evaluate(hand, n: int = 500, seed: int = 0, model: CompletionModel | str = "
         comp = model.sample(tiles, seed, start, stop)
         if network is None:
             return comp, exact_values(comp, contracts, threads)
-        from .values import network_values
         return comp, network_values(comp, contracts, network)
 
     stop_info = None
