@@ -58,6 +58,8 @@ def test_bad_flags_exit_2(tmp_path):
     assert_usage_error(run_cli("bid", "--hand", "6-6,6-5,6-4,6-3,6-2,6-1,6-0", "--contracts", "11"),
                        "contracts")
     assert_usage_error(run_cli("bid", "--batch", "2"), "--out")
+    assert_usage_error(run_cli("bid", "--hand", "6-6,6-5,6-4,6-3,6-2,6-1,6-0", "--out",
+                               tmp_path / "no" / "such" / "m.json"), "--out", "cannot write")
 
 
 def test_batch_mode_appends_and_resumes(tmp_path):

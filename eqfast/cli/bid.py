@@ -94,6 +94,11 @@ def _check(args, p) -> None:
         p.error("--weights needs --oracle network")
     if args.batch is not None and (args.batch < 1 or not args.out):
         p.error("--batch needs K >= 1 and --out FILE")
+    if args.out:
+        # refuse before the work, not after it
+        parent = Path(args.out).resolve().parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK):
+            p.error(f"--out {args.out}: cannot write into {parent}")
 
 
 def _settings(args) -> dict:
@@ -155,8 +160,8 @@ def main(argv=None) -> int:
     say = (lambda m: None) if args.quiet else (lambda m: print(f"eqfast-bid: {m}", file=sys.stderr))
     common = dict(model=args.model, contracts=contracts, max_marks=args.max_marks, threads=threads,
                   stopping=stopping, network=network, network_info=network_info, audit=audit,
-                  lower_engine=lower,
-                  lower_n=args.lower, lower_info=lower_info, gap_warn=args.gap_warn, progress=say)
+                  lower_engine=lower, lower_n=args.lower, lower_info=lower_info,
+                  gap_warn=args.gap_warn, progress=say)
     if args.batch is not None:
         return _batch(args, common, fail)
 
