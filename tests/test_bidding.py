@@ -131,6 +131,7 @@ def test_all_sixes_with_sixes_trump_makes_42_in_every_completion():
     assert six["score_upper"]["worst"] == 42
     assert all(c["p_upper"]["p"] == 1.0 and c["p_upper"]["all_sampled_make"] for c in six["cells"])
     assert r["choice"]["fusion_points"] == 0
+    assert six["first_lead"]["fusion_points"] == 0 and six["first_lead"]["optimal_share"] == 1
 
 
 def test_no_trump_no_doubles_rarely_makes_30():
@@ -159,6 +160,11 @@ def test_matrix_schema_labels_monotonicity_and_common_random_numbers():
     alone = evaluate(MIXED, n=30, seed=5, contracts=(8, 2))
     assert col(alone, 8)["score_upper"] == col(r, 8)["score_upper"]
     assert col(alone, 2)["cells"] == col(r, 2)["cells"]
+    for c in r["contracts"]:   # one lead for all completions can only lose to the best per completion
+        fl = c["first_lead"]
+        assert fl["fusion_points"] >= 0 and 0 < fl["optimal_share"] <= 1
+        assert fl["mean_points_fixed_lead"] == max(fl["mean_points_by_lead"].values())
+        assert all(x["p_upper_fixed_lead"]["p"] <= x["p_upper"]["p"] for x in c["cells"])
     ch = r["choice"]
     assert ch["max_of_averages"] == max(c["score_upper"]["mean"] for c in r["contracts"])
     assert ch["fused_average_of_max_INVALID"] >= ch["max_of_averages"]
@@ -264,4 +270,5 @@ def test_network_path_defers_audited_rows_to_the_solver():
     assert all({"validated", "near_unaudited", "flips_found", "worst_discrepancy_near"}
                <= set(x["audit"]) for x in cells)
     assert "network" in r["values"] and "network values" in r["labels"]["p_upper"]
+    assert "first_lead" not in col(r, 9) and "p_upper_fixed_lead" not in cells[0]
     assert a["deferred_rows"] >= 0

@@ -14,17 +14,20 @@ from typing import Callable
 
 import numpy as np
 
+from ..rules.tables import tile_name
 from .completions import CompletionModel, completion_model
 from .hand import format_hand, parse_hand
 from .levels import CONTRACTS, bid_levels, contract_name
 from .stats import cell, contract_summary, fusion
 from .stopping import StoppingRule, best_bid, decided
-from .values import BIDDER, exact_values, network_values
+from .values import BIDDER, exact_lead_points, network_values
 
 SCHEMA = "eqfast-bid/1"
 UPPER_METHOD = "perfect-information play on every seat (clairvoyant; optimistic)"
 UPPER_METHOD_NET = ("perfect-information play on every seat (clairvoyant; optimistic), "
                     "network values, solver where audited")
+FIXED_LEAD_METHOD = ("one opening lead for every completion (the best on average), "
+                     "perfect-information play afterwards")
 LOWER_METHOD = "E[Q] player on every seat, each from its own information (imperfect-information play)"
 
 
@@ -59,10 +62,13 @@ def evaluate(hand, n: int = 500, seed: int = 0, model: CompletionModel | str = "
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
 
+    leads = []   # exact path: [n, C, 7] points after each opening lead, per round
+
     def values(start, stop):
         comp = model.sample(tiles, seed, start, stop)
         if network is None:
-            return comp, exact_values(comp, contracts, threads)
+            leads.append(exact_lead_points(comp, contracts, threads))
+            return comp, leads[-1].max(2)
         return comp, network_values(comp, contracts, network)
 
     stop_info = None
@@ -104,11 +110,16 @@ def evaluate(hand, n: int = 500, seed: int = 0, model: CompletionModel | str = "
             f"{time.perf_counter() - t1:.1f} s")
     t_lower = time.perf_counter() - t1
 
+    lead = np.concatenate(leads) if leads else None
     upper_label = p_label(model.label, UPPER_METHOD if network is None else UPPER_METHOD_NET)
+    fixed_label = p_label(model.label, FIXED_LEAD_METHOD)
     lower_label = p_label(model.label, LOWER_METHOD)
     out_contracts = []
     for j, c in enumerate(contracts):
         entry = {"decl": c, "name": contract_name(c), "score_upper": contract_summary(v[:, j])}
+        fixed = None
+        if lead is not None:
+            entry["first_lead"], fixed = _first_lead(lead[:, j], v[:, j], tiles)
         if lower is not None:
             entry["score_lower"] = contract_summary(lower[:, j])
         cells = []
@@ -117,6 +128,8 @@ def evaluate(hand, n: int = 500, seed: int = 0, model: CompletionModel | str = "
             x = {"level": lv.label, "need": lv.need, "marks": lv.marks,
                  "completion_model": model.label, "n": n, "seed": seed,
                  "p_upper": {"label": upper_label, **cell(made, lv.marks)}}
+            if fixed is not None:
+                x["p_upper_fixed_lead"] = {"label": fixed_label, **cell(fixed >= lv.need, lv.marks)}
             if lower is not None:
                 k = len(lower)
                 p_same = float(made[:k].mean())
@@ -151,7 +164,8 @@ def evaluate(hand, n: int = 500, seed: int = 0, model: CompletionModel | str = "
         "values": ("exact solver (V_PI)" if network is None
                    else "network, exact where audited (see audit)"),
         "network": None if network is None else (network_info or {"name": type(network).__name__}),
-        "labels": {"p_upper": upper_label, "p_lower": lower_label},
+        "labels": {"p_upper": upper_label, "p_lower": lower_label,
+                   "p_upper_fixed_lead": fixed_label},
         "levels": [{"level": lv.label, "need": lv.need, "marks": lv.marks} for lv in levels],
         "contracts": out_contracts,
         "choice": choice,
@@ -176,6 +190,19 @@ def evaluate(hand, n: int = 500, seed: int = 0, model: CompletionModel | str = "
                     f"({', '.join(x['level'] for x in flagged)}), largest "
                     f"{worst['gap']['gap']:+.2f} at {worst['level']}")
     return result
+
+
+def _first_lead(points: np.ndarray, v: np.ndarray, tiles) -> tuple[dict, np.ndarray]:
+    """The opening lead chosen once for all completions (max over leads of the mean, the
+    same rule as the contract choice), and the values with that lead: [n] points."""
+    mean = points.mean(0)
+    t = int(np.argmax(mean))
+    fixed = points[:, t]
+    return {"best_fixed_lead": tile_name(tiles[t]),
+            "mean_points_fixed_lead": float(mean[t]),
+            "fusion_points": float(v.mean() - mean[t]),
+            "optimal_share": float(np.mean(fixed == v)),
+            "mean_points_by_lead": {tile_name(x): float(m) for x, m in zip(tiles, mean)}}, fixed
 
 
 def _columns_to_contracts(figures: dict, contracts, levels) -> dict:

@@ -17,6 +17,8 @@ def format_table(r: dict, detail: str = "best") -> str:
              f"completion model {r['completion_model']}   N = {r['n']}   seed {r['seed']}",
              f"values: {r['values']}",
              f"p_upper = {r['labels']['p_upper']}"]
+    if "first_lead" in r["contracts"][0]:
+        lines.append(f"fixed lead = {r['labels']['p_upper_fixed_lead']}")
     if r.get("lower_bracket"):
         lb = r["lower_bracket"]
         lines.append(f"p_lower = {r['labels']['p_lower']}  (first {lb['n']} completions"
@@ -24,12 +26,15 @@ def format_table(r: dict, detail: str = "best") -> str:
                      + ")")
     lines += ["", "bidder team points under perfect-information play (per contract, over the completions)",
               f"{'contract':<16}{'mean':>6}{'q05':>5}{'q10':>5}{'q50':>5}{'q90':>5}{'cvar10':>7}{'worst':>6}"
+              + ("  fixed lead (mean)" if "first_lead" in r["contracts"][0] else "")
               + ("   mean_lower" if r.get("lower_bracket") else "")]
     for c in r["contracts"]:
         s = c["score_upper"]
         lines.append(f"{c['decl']} {c['name']:<14}{s['mean']:6.1f}" + "".join(
                      f"{s[q]:5g}" for q in ("q05", "q10", "q50", "q90"))
                      + f"{s['cvar10']:7.1f}{s['worst']:6g}"
+                     + (f"  {c['first_lead']['best_fixed_lead']:>4} ({c['first_lead']['mean_points_fixed_lead']:4.1f})"
+                        if "first_lead" in c else "")
                      + (f"   {c['score_lower']['mean']:10.1f}" if "score_lower" in c else ""))
     levels = [lv["level"] for lv in r["levels"]]
     lines += ["", "p_upper by contract (rows) and bid level (columns; 42 = 1 mark, 84 = 2 marks: all 42 points)",
@@ -55,13 +60,17 @@ def format_table(r: dict, detail: str = "best") -> str:
     shown = {"best": [c for c in r["contracts"] if c["decl"] == ch["contract"]],
              "all": r["contracts"], "none": []}[detail]
     for c in shown:
+        fl = "first_lead" in c
         lines += ["", f"{c['decl']} {c['name']}: level  p_upper [95% Wilson]   mark swing"
+                  + ("   fixed lead" if fl else "")
                   + ("   p_lower [95% Wilson]   gap" if r.get("lower_bracket") else "")
                   + ("   audit" if r.get("audit") else "")]
         for x in c["cells"]:
             u = x["p_upper"]
             line = (f"{x['level']:>8}  {u['p']:6.3f} [{u['ci95'][0]:.3f}, {u['ci95'][1]:.3f}]"
                     f"   {u['mark_swing']:+6.2f}")
+            if fl:
+                line += f"     {x['p_upper_fixed_lead']['p']:6.3f}"
             if "p_lower" in x:
                 lo = x["p_lower"]
                 line += (f"      {lo['p']:6.3f} [{lo['ci95'][0]:.3f}, {lo['ci95'][1]:.3f}]"

@@ -31,20 +31,28 @@ def hand_masks(completions: np.ndarray) -> np.ndarray:
     return np.bitwise_or.reduce(bits, axis=2)
 
 
-def exact_values(completions: np.ndarray, contracts, threads: int | None = None) -> np.ndarray:
-    """V_PI [n, len(contracts)] int16 points (0..42), one q_batch call for all rows so the
-    solver's threads share every contract's work."""
-    from ..solver import ILLEGAL, q_batch
+def exact_lead_points(completions: np.ndarray, contracts, threads: int | None = None) -> np.ndarray:
+    """[n, C, 7] int16: the bidder team's points (0..42) after each opening lead, the
+    bidder's tiles in hand order (sorted ids), perfect-information play afterwards. One
+    q_batch call for all rows, so the solver's threads share every contract's work."""
+    from ..solver import q_batch
 
     n, C = len(completions), len(contracts)
     if n == 0:
-        return np.zeros((0, C), np.int16)
+        return np.zeros((0, C, 7), np.int16)
     masks = np.repeat(hand_masks(completions)[None], C, axis=0).reshape(C * n, N_SEATS)
     decl = np.repeat(np.asarray(contracts, dtype=np.int64), n)
     q = q_batch(masks, decl, np.full(C * n, BIDDER), np.full((C * n, 3), -1),
                 threads=threads or default_threads())
-    v = np.where(q == ILLEGAL, -TOTAL_POINTS - 1, q.astype(np.int16)).max(1)
-    return ((v + TOTAL_POINTS) // 2).reshape(C, n).T.astype(np.int16)
+    # every tile may open a hand, so each of the bidder's 7 tiles has a Q
+    lead_tiles = np.tile(completions[:, BIDDER].astype(np.int64), (C, 1))       # [C*n, 7]
+    q_lead = np.take_along_axis(q, lead_tiles, axis=1).astype(np.int16)
+    return ((q_lead + TOTAL_POINTS) // 2).reshape(C, n, 7).transpose(1, 0, 2)
+
+
+def exact_values(completions: np.ndarray, contracts, threads: int | None = None) -> np.ndarray:
+    """V_PI [n, len(contracts)] int16 points (0..42): the best opening lead's."""
+    return exact_lead_points(completions, contracts, threads).max(2)
 
 
 def opening_batch(completions: np.ndarray, contracts):
