@@ -241,3 +241,17 @@ def test_hybrid_records_are_checked_against_the_hybrid(hybrid_dataset, capsys):
                       "--oracle", "default", "--json")
     plain = json.loads(out)["recompute"]
     assert plain["oracle"] == "default" and plain["max_abs_z"] > 3
+
+
+def test_int8_records_are_checked_against_the_int8_oracle(tmp_path, capsys):
+    """The metadata's oracle_precision int8 rebuilds the quantized network: re-run on the
+X
+    out = tmp_path / "ds"
+    assert generate.main(["--out", str(out), "--games", "1", "--seed-start", str(SEEDS[0]),
+                          "--n-samples", "8", "--oracle-precision", "int8", "--quiet"]) == 0
+    capsys.readouterr()                                   # generate's summary line
+    rc, text, _ = _run(capsys, out, "--exact", 6, "--decisions", "12:23", "--max-enumerate", 20,
+                       "--json")
+    assert rc == 0
+    rep = json.loads(text)["exact"]
+    assert rep["oracle"] == "default+int8" and rep["reproduced_max_abs_diff"] < 1e-4

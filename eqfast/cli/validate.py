@@ -97,8 +97,9 @@ def run_metadata(metas: list[dict]) -> dict:
 def resolve_oracle(spec: str | None, metadata: dict, device, exact_tricks: int | None = None):
     """(oracle, name, warning or None): --oracle (with --exact-tricks), else the oracle the
     metadata names, rebuilt by eqfast-generate's own factory with the metadata's
-    exact_tricks, so a hybrid run is checked against the hybrid. The warning says when the
-    rebuilt oracle's SHA-256 is not the one the records were made with."""
+    exact_tricks and int8 quantization, so a hybrid or int8 run is checked against the
+    oracle that made it. The warning says when the rebuilt oracle's SHA-256 is not the one
+    the records were made with."""
     from .generate import load_oracle
     identity = metadata.get("oracle") or {}
     name = spec if spec is not None else identity.get("name")
@@ -112,11 +113,14 @@ def resolve_oracle(spec: str | None, metadata: dict, device, exact_tricks: int |
         hint = "" if spec is not None else " (named in the records' metadata); pass --oracle"
         raise UsageError(f"cannot load oracle {name!r}{hint}: {name}: no such file")
     try:
-        oracle, built = load_oracle(name, device, exact_tricks=0 if name == "exact" else exact_tricks)
+        quantize = spec is None and metadata.get("oracle_precision") == "int8" and name != "exact"
+        oracle, built = load_oracle(name, device, quantize=quantize,
+                                    exact_tricks=0 if name == "exact" else exact_tricks)
     except (ImportError, OSError, ValueError) as e:
         hint = "" if spec is not None else " (named in the records' metadata); pass --oracle"
         raise UsageError(f"cannot load oracle {name!r}{hint}: {e}") from None
     label = f"{name}+exact{exact_tricks}" if exact_tricks and name != "exact" else name
+    label += "+int8" if quantize else ""
     warning = None
     if spec is None and identity.get("sha256") and built.get("sha256") != identity.get("sha256"):
         warning = (f"oracle {label!r} rebuilt with SHA-256 {built.get('sha256')}, the records' "

@@ -181,8 +181,11 @@ def engine_config(metadata: dict, *, seed: int, n_samples: int,
     if post.get("enabled"):
         names = {f.name for f in dc_fields(PosteriorConfig)}
         posterior = PosteriorConfig(**{k: v for k, v in post.items() if k in names})
+    # int8 lives in the oracle module (rebuilt by eqfast-validate); bf16/tf32 in the engine
+    precision = (metadata or {}).get("oracle_precision") or "fp32"
     return EngineConfig(n_samples=int(n_samples), seed=int(seed), posterior=posterior,
-                        store_worlds=store_worlds)
+                        store_worlds=store_worlds,
+                        oracle_precision="fp32" if precision == "int8" else precision)
 
 
 def run_decisions(records: DecisionRecords, oracle, metadata: dict, *, seed: int,
