@@ -245,7 +245,7 @@ def test_hybrid_records_are_checked_against_the_hybrid(hybrid_dataset, capsys):
 
 def test_int8_records_are_checked_against_the_int8_oracle(tmp_path, capsys):
     """The metadata's oracle_precision int8 rebuilds the quantized network: re-run on the
-X
+    records' worlds it reproduces them (the fp32 network is up to 0.54 point off there)."""
     out = tmp_path / "ds"
     assert generate.main(["--out", str(out), "--games", "1", "--seed-start", str(SEEDS[0]),
                           "--n-samples", "8", "--oracle-precision", "int8", "--quiet"]) == 0
