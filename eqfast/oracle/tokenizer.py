@@ -60,8 +60,10 @@ def tokenize(hands: torch.Tensor, remaining: torch.Tensor, decl: torch.Tensor,
     dev = hands.device
     seats = torch.arange(4, device=dev)
     rel_seat = (seats[None, :] - actor[:, None]) % 4                       # [N, 4]
-    # slot bits by AND with 1 << slot (ONNX has no right shift of tensors; same values)
-    slot_bits = torch.tensor([1, 2, 4, 8, 16, 32, 64], dtype=remaining.dtype, device=dev)
+    # slot bits by AND with 2**slot: ONNX has no tensor shifts, and the powers are computed
+    # on the device (a tensor built from host values would be a copy inside a CUDA graph)
+    slot_bits = torch.pow(torch.full((7,), 2, dtype=remaining.dtype, device=dev),
+                          torch.arange(7, dtype=remaining.dtype, device=dev))
     in_hand = (remaining[:, :, None] & slot_bits) != 0
     gone = torch.full_like(hands, 10)
     hand_status = torch.where(in_hand, rel_seat[:, :, None].expand_as(hands), gone)
