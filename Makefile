@@ -11,7 +11,7 @@ bench:
 	$(PYTHON) -m pytest benchmarks --benchmark-enable --benchmark-json=benchmarks/last.json
 
 lint:
-	$(PYTHON) -m compileall -q eqfast kernels
+	$(PYTHON) -m ruff check .
 
 # Regenerate tests/golden/rules_traces.json after an intended rules change; review the diff.
 golden:

@@ -31,7 +31,7 @@ setup(
         # the ONNX export and its check (eqfast-export-oracle --format onnx)
         "onnx": ["onnx>=1.16", "onnxscript>=0.2", "onnxruntime>=1.18"],
         "test": ["pytest>=7", "pytest-benchmark>=4", "onnx>=1.16", "onnxscript>=0.2",
-                 "onnxruntime>=1.18"],
+                 "onnxruntime>=1.18", "ruff>=0.6"],
         "bench": ["pytest-benchmark>=4"],
         # NVTX ranges through the `nvtx` package; without it torch.cuda.nvtx is used on CUDA
         "profile": ["nvtx>=0.2"],

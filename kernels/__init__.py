@@ -50,12 +50,13 @@ def _check_interpreter_numpy() -> None:
 
 _check_interpreter_numpy()
 
-from .moments import weighted_moments
-from .posterior import posterior_log_weights
-from .advance import play
-from .public import hidden_info, legal_mask
-from .sampling import completion_counts, sample_worlds
-from .tokenize import tokenize_prefix_worlds, tokenize_worlds
+# imported after the environment defaults and the check above (hence E402)
+from .moments import weighted_moments  # noqa: E402
+from .posterior import posterior_log_weights  # noqa: E402
+from .advance import play  # noqa: E402
+from .public import hidden_info, legal_mask  # noqa: E402
+from .sampling import completion_counts, sample_worlds  # noqa: E402
+from .tokenize import tokenize_prefix_worlds, tokenize_worlds  # noqa: E402
 
 __all__ = ["INTERPRETED", "hidden_info", "legal_mask", "completion_counts", "sample_worlds", "tokenize_worlds",
            "tokenize_prefix_worlds",

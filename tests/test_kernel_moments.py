@@ -13,7 +13,6 @@ import torch
 if not torch.cuda.is_available():     # conftest does this too; needed before triton.jit runs
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import triton  # noqa: E402
 from eqfast.engine.moments import weighted_moments_float64  # noqa: E402
 
 _KERNEL_FILE = Path(__file__).resolve().parents[1] / "kernels" / "moments.py"

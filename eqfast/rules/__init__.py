@@ -5,3 +5,9 @@ from .tables import (CALLED, DECL_NAMES, FOLLOW_MASK, FOLLOWS, HIGH, IN_CALLED, 
                      LED_SUIT, LOW, N_DECLS, N_SEATS, N_TILES, POINTS, RANK, mask_of,
                      tile_id, tile_name, tiles_of, torch_tables)
 from .batched import BatchedGames
+
+__all__ = ["deal_from_seed", "mix_seed", "GameState", "legal_tiles", "trick_points",
+           "trick_winner", "CALLED", "DECL_NAMES", "FOLLOW_MASK", "FOLLOWS", "HIGH",
+           "IN_CALLED", "IS_DOUBLE", "LED_SUIT", "LOW", "N_DECLS", "N_SEATS", "N_TILES",
+           "POINTS", "RANK", "mask_of", "tile_id", "tile_name", "tiles_of", "torch_tables",
+           "BatchedGames"]
