@@ -197,3 +197,35 @@ def test_int8_oracle_on_the_cpu(tmp_path, capsys):
                  "--oracle", "exact"]) == 2
     assert "has none" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_world_budget_by_trick(tmp_path, capsys):
+    """--n-by-trick: each decision draws its trick's number of worlds (n_worlds says so,
+    fewer only where fewer worlds exist), recorded in the metadata; bad lists, the fast
+    pipeline and --store-worlds are refused with exit 2."""
+    budget = [5, 4, 3, 6, 2, 2, 1]
+    out = tmp_path / "budget"
+    assert main(["--out", str(out), "--games", "2", "--games-per-batch", "2", "--oracle", "exact",
+                 "--quiet", "--n-by-trick", ",".join(map(str, budget))]) == 0
+    records, metas = [], []
+    for split in ("train", "val", "test"):
+        try:
+            r, m = read_dataset(out, split)
+        except ShardError:
+            continue
+        if len(r):
+            records.append(r)
+            metas += m
+    n_worlds = torch.cat([r["n_worlds"] for r in records])
+    decision = torch.cat([r["decision_idx"] for r in records])
+    cap = torch.tensor(budget)[decision // 4]
+    assert bool((n_worlds <= cap).all()) and bool((n_worlds == cap).any())
+    assert bool((n_worlds[decision < 4] == 5).all())          # openings: millions of worlds
+    assert metas[0]["n_by_trick"] == budget and metas[0]["settings"]["n_by_trick"] == budget
+    for bad in (["--n-by-trick", "1,2,3"], ["--n-by-trick", "a,b,c,d,e,f,g"],
+                ["--n-by-trick", "1,1,1,1,1,1,0"],
+                ["--n-by-trick", "1,1,1,1,1,1,1", "--pipeline", "fast"],
+                ["--n-by-trick", "1,1,1,1,1,1,1", "--store-worlds"]):
+        assert main(["--out", str(tmp_path / "bad"), "--games", "1", "--quiet", *bad]) == 2, bad
+    assert not (tmp_path / "bad").exists()
+    capsys.readouterr()

@@ -101,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = p.add_argument_group("sampling")
     s.add_argument("--n-samples", type=int, default=100, help="worlds per decision (N)")
+    s.add_argument("--n-by-trick", default=None, metavar="N1,...,N7",
+                   help="worlds per decision in each trick instead of --n-samples, e.g. "
+                        "50,50,100,100,100,100,100 (an exact oracle's trick-1 world costs ~25x "
+                        "a trick-3 one); reference pipeline, not with --store-worlds")
     s.add_argument("--sem", type=float, default=None,
                    help="adaptive: keep doubling N until every legal move's standard error is "
                         "below this many points (or --max-samples)")
@@ -189,7 +193,20 @@ def run_settings(cfg: EngineConfig, identity: dict) -> dict:
         "oracle": identity.get("sha256") or identity.get("name"),
         # only when not fp32, so directories written before the switch existed still resume
         **({"oracle_precision": cfg.oracle_precision} if cfg.oracle_precision != "fp32" else {}),
+        **({"n_by_trick": list(cfg.n_by_trick)} if cfg.n_by_trick is not None else {}),
     })
+
+
+def parse_n_by_trick(text: str) -> tuple[int, ...]:
+    """'50,50,100,...' -> 7 world counts >= 1 (ValueError naming what is wrong)."""
+    try:
+        counts = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError("expected 7 integers separated by commas") from None
+    if len(counts) != 7 or min(counts) < 1:
+        raise ValueError(f"expected 7 world counts >= 1 (tricks 1..7), got {len(counts)}: "
+                         f"{counts}")
+    return counts
 
 
 def check_args(args) -> str | None:
@@ -202,6 +219,15 @@ def check_args(args) -> str | None:
             return f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}"
     if not 0 <= args.exact_tricks <= 7:
         return "--exact-tricks must be 0..7"
+    if args.n_by_trick is not None:
+        try:
+            counts = parse_n_by_trick(args.n_by_trick)
+        except ValueError as e:
+            return f"--n-by-trick {args.n_by_trick!r}: {e}"
+        if args.store_worlds:
+            return "--n-by-trick and --store-worlds cannot be combined (N differs by decision)"
+        if args.sem is not None and args.max_samples < max(counts):
+            return f"--max-samples {args.max_samples} is below the largest --n-by-trick {max(counts)}"
     if args.oracle_precision == "int8" and not args.device.startswith("cpu"):
         return f"--oracle-precision int8 runs on the cpu (int8 dynamic quantization), not {args.device}"
     if args.oracle_precision == "int8" and args.oracle == "exact":
@@ -215,8 +241,10 @@ def check_args(args) -> str | None:
         return problem
     fast = args.pipeline == "fast" or (args.pipeline == "auto" and args.device.startswith("cuda"))
     solver_in_step = args.oracle == "exact" or args.exact_tricks > 0
-    if fast and (args.sem is not None or (solver_in_step and args.device.startswith("cuda"))):
-        return ("the fast pipeline needs a fixed --n-samples (no --sem) and, on CUDA, a pure "
+    if fast and (args.sem is not None or args.n_by_trick is not None
+                 or (solver_in_step and args.device.startswith("cuda"))):
+        return ("the fast pipeline needs a fixed --n-samples (no --sem, no --n-by-trick) and, "
+                "on CUDA, a pure "
                 "network oracle (no exact/--exact-tricks: the C solver cannot run inside a "
                 "CUDA graph); use --pipeline reference")
     return None
@@ -228,6 +256,7 @@ def engine_config(args) -> EngineConfig:
         n_samples=args.n_samples, seed=args.seed, sem=args.sem, max_samples=args.max_samples,
         store_worlds=args.store_worlds, decl_mode=args.decl,
         oracle_precision=args.oracle_precision,
+        n_by_trick=parse_n_by_trick(args.n_by_trick) if args.n_by_trick is not None else None,
         posterior=(PosteriorConfig(tau=args.tau, beta=args.beta, window_k=args.window,
                                    delta=args.delta) if args.posterior else None),
         exploration=ExplorationConfig(temperature=args.temperature, epsilon=args.epsilon,
@@ -341,7 +370,8 @@ def run(args, cfg: EngineConfig, oracle, identity: dict) -> int:
                    "backend": engine.backend.name, "pipeline": "fast" if fast else "reference",
                    "device": str(engine.device), "decl_mode": cfg.decl_mode,
                    "oracle_precision": cfg.oracle_precision,
-                   "adaptive": {"sem": cfg.sem, "max_samples": cfg.max_samples}})
+                   "adaptive": {"sem": cfg.sem, "max_samples": cfg.max_samples},
+                   "n_by_trick": list(cfg.n_by_trick) if cfg.n_by_trick is not None else None})
         write_split_shards(records, meta, args.out, seeds[0], seeds[-1], formats)
         written_games += len(seeds)
         elapsed = time.perf_counter() - t0

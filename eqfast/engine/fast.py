@@ -293,9 +293,10 @@ class FastEngine(Engine):
     def __init__(self, oracle, cfg: EngineConfig = EngineConfig(), backend="auto", device="cpu",
                  graphs: bool | None = None, max_graphs: int = 4):
         super().__init__(oracle, cfg, backend, device)
-        if cfg.sem is not None:
+        if cfg.sem is not None or cfg.n_by_trick is not None:
             raise ValueError("FastEngine runs a fixed N per decision: adaptive sampling (sem) "
-                             "needs the reference Engine")
+                             "and per-trick world budgets (n_by_trick) need the reference "
+                             "Engine")
         self.graphs = (self.device.type == "cuda") if graphs is None else bool(graphs)
         if self.graphs and self.device.type != "cuda":
             raise ValueError("CUDA graphs need a CUDA device")

@@ -103,6 +103,14 @@ class EngineConfig:
     # arithmetic of the network forward (see oracle_precision): fp32, tf32 (CUDA matmuls
     # with TF32 inputs) or bf16 (autocast); records differ from fp32 by the rounding
     oracle_precision: str = "fp32"
+    # worlds per decision by trick (7 numbers, trick 1 first) instead of n_samples: spends
+    # solves where they matter (an exact oracle's trick-1 world costs ~25x a trick-3 one);
+    # the reference Engine only (the fast path's steps have one static N)
+    n_by_trick: tuple[int, ...] | None = None
+
+    def n_for(self, decision: int) -> int:
+        """Worlds for decision `decision` (0..27) before any adaptive doubling."""
+        return self.n_samples if self.n_by_trick is None else self.n_by_trick[decision // 4]
 
     def __post_init__(self):
         if self.oracle_precision not in ORACLE_PRECISIONS:
@@ -113,6 +121,16 @@ class EngineConfig:
         if self.sem is not None and (self.sem <= 0 or self.max_samples < self.n_samples):
             raise ValueError(f"adaptive sampling needs sem > 0 and max_samples >= n_samples, "
                              f"got sem={self.sem}, max_samples={self.max_samples}")
+        if self.n_by_trick is not None:
+            if len(self.n_by_trick) != 7 or min(self.n_by_trick) < 1:
+                raise ValueError(f"n_by_trick needs 7 world counts >= 1 (tricks 1..7), got "
+                                 f"{tuple(self.n_by_trick)}")
+            if self.store_worlds:
+                raise ValueError("store_worlds and n_by_trick cannot be combined: the number "
+                                 "of worlds differs between decisions")
+            if self.sem is not None and self.max_samples < max(self.n_by_trick):
+                raise ValueError(f"max_samples {self.max_samples} is below the largest "
+                                 f"n_by_trick {max(self.n_by_trick)}")
         if self.store_worlds and self.sem is not None:
             raise ValueError("store_worlds and adaptive sampling (sem) cannot be combined: "
                              "the number of worlds differs between decisions")
@@ -241,7 +259,7 @@ class Engine:
         keys = self._keys(seeds, decision, STREAM_WORLDS)
 
         sub = torch.arange(G, device=self.device)
-        n = cfg.n_samples
+        n = cfg.n_for(decision)
         cache: dict = {}
         mom = n_worlds = enumerated = world_q = world_logw = world_owner = None
         while True:
