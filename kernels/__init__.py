@@ -15,6 +15,10 @@ order of one decision step:
     reduce    weighted_moments (moments.py)            eqfast.engine.moments.weighted_moments
     advance   play (advance.py)                        eqfast.rules.batched.BatchedGames.play
 
+The kernels import the stage contracts (types, shape and integrity checks) from
+`eqfast.contracts`, never the reference modules, so the references can import this package
+without a cycle and a kernel's errors read as its reference's.
+
 Integer and random-number stages match their reference bit for bit; the reduction matches
 float64 to a stated tolerance (tests/test_kernel_*.py). This folder is installed as
 `eqfast.kernels` (setup.py `package_dir`).

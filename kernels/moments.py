@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from eqfast.engine.moments import Moments
+from eqfast.contracts import Moments
 
 N_SLOTS = 7
 BLOCK_K = 8          # the 7 slots padded to a power of two

@@ -29,8 +29,8 @@ import torch
 import triton
 import triton.language as tl
 
-from eqfast.engine.posterior import (PosteriorConfig, PosteriorDiagnostics, _check_inputs,
-                                     posterior_log_weights as reference_posterior_log_weights)
+from eqfast.contracts import (PosteriorConfig, PosteriorDiagnostics, check_observations,
+                              check_posterior_inputs, check_world_support)
 from eqfast.utils.checks import host_checks
 
 BLOCK_S = 8          # the 7 slots padded to a power of two
@@ -211,7 +211,7 @@ def posterior_log_weights(q_past: torch.Tensor, legal_past: torch.Tensor,
     dev = q_past.device
     if world_valid is None:
         world_valid = torch.ones(G, N, dtype=torch.bool, device=dev)
-    _check_inputs(q_past, legal_past, observed_slot, step_valid, world_valid)
+    check_posterior_inputs(q_past, legal_past, observed_slot, step_valid, world_valid)
     out = _empty_outputs(G, N, dev)
     if G > 0 and N > 0:
         block, warps = _launch_config(N)
@@ -232,11 +232,11 @@ def posterior_log_weights(q_past: torch.Tensor, legal_past: torch.Tensor,
             N, cfg.delta, cfg.ess_remix_threshold, BLOCK_N=block, num_warps=warps,
         )
     n_illegal = out["illegal"].sum(1)
-    if host_checks() and bool((world_valid.sum(1) == 0).any() | (cfg.strict & (
-            n_illegal.any() | out["fallback_uniform"].any()))):
-        # an integrity check of the reference fails: run it to raise its detailed message
-        reference_posterior_log_weights(q_past, legal_past, observed_slot, step_valid, cfg,
-                                        world_valid)
+    if host_checks():
+        # the reference's integrity errors, in its order (observations, then world support)
+        if cfg.strict and bool(n_illegal.any()):
+            check_observations(legal_past, observed_slot, step_valid, world_valid)
+        check_world_support(world_valid, out["fallback_uniform"], cfg.strict)
     diag = {k: out[k] for k in ("ess", "ess_before_remix", "max_w", "n_invalid", "remixed",
                                 "remix_lambda", "fallback_uniform", "window_nll")}
     return out["logw"], PosteriorDiagnostics(n_illegal=n_illegal, **diag)

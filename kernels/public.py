@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from eqfast.engine.public import MAX_POOL, N_HIDDEN, HiddenInfo, check_hidden_sizes
+from eqfast.contracts import MAX_POOL, N_HIDDEN, HiddenInfo, check_hidden_sizes
 from eqfast.rules.batched import BatchedGames
 from eqfast.rules.tables import HAND_SIZE, N_SEATS, N_SUITS, N_TILES, torch_tables
 

@@ -30,8 +30,8 @@ import torch
 import triton
 import triton.language as tl
 
-from eqfast.engine.public import MAX_POOL, HiddenInfo
-from eqfast.engine.sampling import N_NEED, N_STATES, WorldSample, checked_sample_args, make_sample
+from eqfast.contracts import (MAX_POOL, N_NEED, N_STATES, HiddenInfo, WorldSample,
+                              checked_sample_args, make_sample)
 
 
 @triton.jit

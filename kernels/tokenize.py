@@ -44,9 +44,7 @@ import torch
 import triton
 import triton.language as tl
 
-from eqfast.engine.public import MAX_POOL, HiddenInfo
-from eqfast.engine.sampling import WorldSample
-from eqfast.engine.tokens import PrefixTokens
+from eqfast.contracts import MAX_POOL, HiddenInfo, PrefixTokens, WorldSample
 from eqfast.oracle.tokenizer import N_STATUS, STATUS_GONE
 from eqfast.rules.batched import BatchedGames
 from eqfast.rules.tables import HAND_SIZE, N_SEATS, N_SUITS, N_TILES, torch_tables

@@ -23,3 +23,17 @@ def test_interpreter_numpy_check(monkeypatch, triton_v, numpy_v, interpreted, re
             kernels._check_interpreter_numpy()
     else:
         kernels._check_interpreter_numpy()
+
+
+def test_kernels_import_only_the_contracts():
+    """Kernels build on eqfast.contracts (and the rules), never on the reference stages:
+    no `eqfast.engine` import under kernels/ (docstrings may name the references)."""
+    import re
+    from pathlib import Path
+
+    offending = []
+    for path in Path(kernels.__file__).parent.glob("*.py"):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if re.match(r"\s*(from|import)\s+eqfast\.engine\b", line):
+                offending.append(f"{path.name}:{n}: {line.strip()}")
+    assert not offending, offending

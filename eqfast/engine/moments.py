@@ -37,18 +37,9 @@ shapes and threads: in a batch of 24 games three moves worth exactly 28 came out
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 
-
-class Moments(NamedTuple):
-    mean: torch.Tensor
-    var: torch.Tensor
-    ess: torch.Tensor
-    max_w: torch.Tensor
-    u_mean: torch.Tensor
-    u_max: torch.Tensor
+from ..contracts import Moments
 
 
 def _check_shapes(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor) -> None:

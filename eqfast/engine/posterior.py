@@ -45,64 +45,14 @@ flagged in `fallback_uniform`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
-from ..utils.checks import host_checks
+from ..contracts import (PosteriorConfig, PosteriorDiagnostics, check_observations,  # noqa: F401
+                         check_posterior_inputs, check_world_support,
+                         illegal_observations)
 
 NEG_INF = float("-inf")
-
-
-@dataclass(frozen=True)
-class PosteriorConfig:
-    """Knobs of the posterior (defaults: phase A of spec 000 §6.2)."""
-    tau: float = 10.0
-    beta: float = 0.10
-    window_k: int = 8
-    delta: float = 30.0
-    ess_remix_threshold: float = 0.10   # fraction of the valid worlds; 0 = no re-mixing
-    strict: bool = True
-
-    def __post_init__(self):
-        if not self.tau > 0:
-            raise ValueError(f"PosteriorConfig.tau must be > 0, got {self.tau}")
-        if not 0.0 <= self.beta <= 1.0:
-            raise ValueError(f"PosteriorConfig.beta must be in [0, 1], got {self.beta}")
-        if self.window_k < 1:
-            raise ValueError(f"PosteriorConfig.window_k must be >= 1, got {self.window_k}")
-        if not self.delta > 0:
-            raise ValueError(f"PosteriorConfig.delta must be > 0, got {self.delta}")
-        if not 0.0 <= self.ess_remix_threshold <= 1.0:
-            raise ValueError("PosteriorConfig.ess_remix_threshold must be in [0, 1], "
-                             f"got {self.ess_remix_threshold}")
-
-
-@dataclass(frozen=True)
-class PosteriorDiagnostics:
-    """Per-decision diagnostics [G]."""
-    ess: torch.Tensor               # float32, after re-mixing
-    ess_before_remix: torch.Tensor  # float32
-    max_w: torch.Tensor             # float32, after re-mixing
-    n_invalid: torch.Tensor         # int64, valid worlds that contradict the transcript
-    n_illegal: torch.Tensor         # int64, (world, step) pairs skipped as illegal (non-strict)
-    remixed: torch.Tensor           # bool
-    remix_lambda: torch.Tensor      # float32, the uniform share mixed in (0 if not remixed)
-    fallback_uniform: torch.Tensor  # bool, every valid world contradicted the transcript
-    window_nll: torch.Tensor        # float32, -sum_i w_i log-lik_i over consistent worlds
-
-
-def _check_inputs(q_past, legal_past, observed_slot, step_valid, world_valid):
-    if q_past.dim() != 4 or q_past.shape[3] != 7:
-        raise ValueError(f"q_past must be [G, N, K, 7], got {tuple(q_past.shape)}")
-    G, N, K, _ = q_past.shape
-    expect = {"legal_past": (legal_past, (G, N, K, 7)),
-              "observed_slot": (observed_slot, (G, N, K)),
-              "step_valid": (step_valid, (G, K)),
-              "world_valid": (world_valid, (G, N))}
-    for name, (t, shape) in expect.items():
-        if tuple(t.shape) != shape:
-            raise ValueError(f"{name} must be {list(shape)}, got {list(t.shape)}")
 
 
 def behaviour_log_likelihood(q_past: torch.Tensor, legal_past: torch.Tensor,
@@ -118,7 +68,7 @@ def behaviour_log_likelihood(q_past: torch.Tensor, legal_past: torch.Tensor,
     G, N, K, _ = q_past.shape
     if world_valid is None:
         world_valid = torch.ones(G, N, dtype=torch.bool, device=q_past.device)
-    _check_inputs(q_past, legal_past, observed_slot, step_valid, world_valid)
+    check_posterior_inputs(q_past, legal_past, observed_slot, step_valid, world_valid)
     q = q_past.float()
     legal = legal_past.bool()
     step_on = step_valid.bool()[:, None, :] & world_valid.bool()[:, :, None]    # [G,N,K]
@@ -138,15 +88,9 @@ def behaviour_log_likelihood(q_past: torch.Tensor, legal_past: torch.Tensor,
     in_hand = slot >= 0
     slot_c = slot.clamp(0, 6)
     obs_legal = torch.gather(legal, -1, slot_c[..., None])[..., 0] & in_hand
-    illegal = step_on & in_hand & ~obs_legal
-    if host_checks() and bool(illegal.any()):
-        if cfg.strict:
-            g, i, k = (int(x) for x in torch.nonzero(illegal)[0])
-            raise ValueError(
-                f"posterior integrity: game {g}, window step {k}, world {i}: the observed "
-                f"tile is in the actor's reconstructed hand (slot {int(slot[g, i, k])}) but "
-                f"illegal there (legal slots {legal[g, i, k].int().tolist()}); a state "
-                "reconstruction or rules bug (PosteriorConfig.strict=False counts it instead)")
+    illegal = illegal_observations(legal, observed_slot, step_valid, world_valid)
+    if cfg.strict:
+        check_observations(legal, observed_slot, step_valid, world_valid)
     obs_log_pi = torch.gather(log_pi, -1, slot_c[..., None])[..., 0]
     contradicts = step_on & ~in_hand
     scored = step_on & obs_legal
@@ -169,15 +113,9 @@ def stabilize_log_weights(loglik: torch.Tensor, world_valid: torch.Tensor, cfg: 
     consistent = valid & torch.isfinite(loglik)
     n_valid = valid.sum(1)
     n_cons = consistent.sum(1)
-    if host_checks() and bool((n_valid == 0).any()):
-        g = int(torch.nonzero(n_valid == 0)[0])
-        raise ValueError(f"posterior: decision {g} has no valid world (world_valid all False)")
     n_invalid = n_valid - n_cons
     fallback = n_cons == 0
-    if cfg.strict and host_checks() and bool(fallback.any()):
-        g = int(torch.nonzero(fallback)[0])
-        raise ValueError(f"posterior integrity: decision {g}: every one of its {int(n_valid[g])} "
-                         "worlds contradicts the observed transcript (observed tile not in hand)")
+    check_world_support(valid, fallback, cfg.strict)
     # fallback rows: uniform over the valid worlds
     loglik = torch.where(fallback[:, None] & valid, torch.zeros_like(loglik), loglik)
     consistent = consistent | (fallback[:, None] & valid)

@@ -24,38 +24,13 @@ of tiles in play is treated as public, as in a composed endgame problem.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 
-from ..utils.checks import host_checks
 
 from ..rules.batched import BatchedGames
 from ..rules.tables import HAND_SIZE, N_SEATS, N_SUITS, N_TILES, torch_tables
-
-#: Most hidden tiles at a decision: 3 seats x 7 tiles (the actor leads the first trick).
-MAX_POOL = 3 * HAND_SIZE
-N_HIDDEN = N_SEATS - 1
-
-
-@dataclass(frozen=True)
-class HiddenInfo:
-    pool: torch.Tensor
-    n_pool: torch.Tensor
-    allowed: torch.Tensor
-    sizes: torch.Tensor
-    seats: torch.Tensor
-    actor: torch.Tensor
-    decl: torch.Tensor
-
-    @property
-    def batch_size(self) -> int:
-        return self.pool.shape[0]
-
-    @property
-    def device(self) -> torch.device:
-        return self.pool.device
-
+from ..contracts import MAX_POOL, N_HIDDEN, HiddenInfo, check_hidden_sizes  # noqa: F401
 
 def tile_bits(mask: torch.Tensor, n_bits: int = N_TILES) -> torch.Tensor:
     """Bits [..., n_bits] (int64 0/1) of integer masks [...]."""
@@ -133,13 +108,3 @@ def hidden_info(games: BatchedGames) -> HiddenInfo:
                       actor=actor, decl=games.decl)
     check_hidden_sizes(info)
     return info
-
-
-def check_hidden_sizes(info: HiddenInfo) -> None:
-    """Raise if the hidden hand sizes do not add up to the hidden tiles (an inconsistent
-    BatchedGames); skipped under `host_checks_off` (shared by the reference and the kernel)."""
-    if host_checks() and bool((info.sizes.sum(1) != info.n_pool).any()):
-        bad = int(torch.nonzero(info.sizes.sum(1) != info.n_pool)[0])
-        raise ValueError(f"game {bad}: hidden hand sizes {info.sizes[bad].tolist()} do not add "
-                         f"up to the {int(info.n_pool[bad])} hidden tiles (inconsistent "
-                         "BatchedGames)")

@@ -40,31 +40,14 @@ counts, owner) -> [G, N]` (inverse of unrank; -1 for an inconsistent world),
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 
 from ..utils.checks import host_checks
 from ..utils.rng import uniform_u64
-from .public import MAX_POOL, N_HIDDEN, HiddenInfo
-
-#: Hidden seats 0 and 1 need at most 7 more tiles each: states a, b in 0..7.
-N_NEED = 8
-N_STATES = N_NEED * N_NEED
-
-
-@dataclass(frozen=True)
-class WorldSample:
-    owner: torch.Tensor       # [G, N, 21] int8 hidden seat of each pool tile, -1 at padding
-    valid: torch.Tensor       # [G, N] bool
-    n_worlds: torch.Tensor    # [G] int64
-    enumerated: torch.Tensor  # [G] bool
-    total: torch.Tensor       # [G] int64 number of consistent worlds
-
-    @property
-    def n(self) -> int:
-        return self.owner.shape[1]
-
+from ..contracts import (MAX_POOL, N_HIDDEN, N_NEED, N_STATES, HiddenInfo,  # noqa: F401
+                         WorldSample, check_totals, checked_sample_args, make_sample,
+                         total_worlds)
 
 def completion_counts(info: HiddenInfo) -> torch.Tensor:
     """counts [G, 22, 8, 8] int64 of consistent completions (see module doc, step 1)."""
@@ -86,12 +69,6 @@ def completion_counts(info: HiddenInfo) -> torch.Tensor:
         here = m[:, 0] * to0 + m[:, 1] * to1 + m[:, 2] * to2
         counts[:, i] = torch.where((i < info.n_pool)[:, None, None], here, base)
     return counts
-
-
-def total_worlds(info: HiddenInfo, counts: torch.Tensor) -> torch.Tensor:
-    """Number of consistent worlds [G] int64."""
-    rows = torch.arange(info.batch_size, device=info.device)
-    return counts[rows, 0, info.sizes[:, 0], info.sizes[:, 1]]
 
 
 def option_table(info: HiddenInfo, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -158,14 +135,6 @@ def rank_worlds(info: HiddenInfo, counts: torch.Tensor, owner: torch.Tensor) -> 
     return torch.where(ok, r, torch.full_like(r, -1))
 
 
-def check_totals(total: torch.Tensor) -> None:
-    """Raise if a decision has no consistent world (the public state contradicts itself)."""
-    if host_checks() and bool((total < 1).any()):
-        bad = int(torch.nonzero(total < 1)[0])
-        raise ValueError(f"game {bad}: no hidden-hand completion is consistent with the "
-                         f"voids and hand sizes (completion count {int(total[bad])})")
-
-
 def world_ranks(total: torch.Tensor, keys: torch.Tensor, n: int) -> torch.Tensor:
     """Ranks [G, n] int64 of the worlds to draw (see module doc, step 3)."""
     idx = torch.arange(n, device=total.device)
@@ -174,34 +143,9 @@ def world_ranks(total: torch.Tensor, keys: torch.Tensor, n: int) -> torch.Tensor
     return torch.where((total <= n)[:, None], listed, drawn)
 
 
-def checked_sample_args(info: HiddenInfo, counts: torch.Tensor, keys, n: int):
-    """(keys as int64 [G], total [G]) after validating sample_worlds' arguments (shared by
-    the reference and the kernel)."""
-    if n < 1:
-        raise ValueError(f"n (worlds per decision) must be >= 1, got {n}")
-    keys = torch.as_tensor(keys, dtype=torch.int64, device=info.device)
-    if keys.shape != (info.batch_size,):
-        raise ValueError(f"keys must be [G={info.batch_size}] int64, got {tuple(keys.shape)}")
-    if counts.shape != (info.batch_size, MAX_POOL + 1, N_NEED, N_NEED):
-        raise ValueError(f"counts must be [G, {MAX_POOL + 1}, {N_NEED}, {N_NEED}], "
-                         f"got {tuple(counts.shape)}")
-    total = total_worlds(info, counts)
-    check_totals(total)
-    return keys, total
-
-
 def sample_worlds(info: HiddenInfo, counts: torch.Tensor, keys: torch.Tensor, n: int) -> WorldSample:
     """n worlds per decision, exactly uniform (see module doc, step 3)."""
     keys, total = checked_sample_args(info, counts, keys, n)
     ranks = world_ranks(total, keys, n)
     owner = unrank(info, counts, ranks)
     return make_sample(owner, total, n)
-
-
-def make_sample(owner: torch.Tensor, total: torch.Tensor, n: int) -> WorldSample:
-    """WorldSample around drawn owners (shared by the reference and the kernel)."""
-    enumerated = total <= n
-    valid = torch.arange(n, device=total.device)[None, :] < torch.where(enumerated, total, n)[:, None]
-    n_worlds = torch.where(enumerated, total, torch.full_like(total, n))
-    return WorldSample(owner=owner, valid=valid, n_worlds=n_worlds, enumerated=enumerated,
-                       total=total)

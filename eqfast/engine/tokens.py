@@ -26,10 +26,9 @@ The "reference" backend of the pipeline uses the split form.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 
+from ..contracts import PrefixTokens
 from ..oracle.protocol import legal_slots
 from ..oracle.tokenizer import N_STATUS, STATUS_GONE, actor_slot_tiles, tokenize_batch
 from ..rules.batched import BatchedGames
@@ -97,15 +96,6 @@ def tokenize_worlds_split(games: BatchedGames, info: HiddenInfo,
     codes = base[:, None, :] + torch.where(held, seat_rel - STATUS_GONE, torch.zeros_like(seat_rel))
     return (codes.reshape(G * N, N_TILES),
             actor_tiles[:, None, :].expand(G, N, HAND_SIZE).reshape(G * N, HAND_SIZE))
-
-
-class PrefixTokens(NamedTuple):
-    """The posterior's oracle rows, tokenized (`tokenize_prefix_worlds`)."""
-    codes: torch.Tensor           # [G*N*K, 28] int64, row (g*N + i)*K + k
-    slot_tiles: torch.Tensor      # [G*N*K, 7] int64, the step's actor's initial hand
-    legal: torch.Tensor           # [G*N*K, 7] bool, that actor's legal slots at the step
-    observed_slot: torch.Tensor   # [G, N, K] int64, slot of the tile played (-1: absent)
-    valid: torch.Tensor           # [G, K] bool, False before the start of the transcript
 
 
 def tokenize_prefix_worlds(games: BatchedGames, info: HiddenInfo, sample: WorldSample,
