@@ -48,37 +48,16 @@ _DEVICE_WORK = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 # ---------------------------------------------------------------------------- setup
 def make_oracle(spec: str, device, eager: bool = False, quantize: bool = False):
-    """(oracle, label) for --oracle: 'default' (the shipped network; a random-weight
-    network of the default architecture when the checkout ships none), 'random:ARCH'
-    (ARCH a key of eqfast.oracle.network.DEFAULT_CONFIGS; random weights have the same
-    cost per row as trained ones) or a path to oracle weights (.safetensors)."""
-    from eqfast.oracle import network as net
+    """(oracle, label) for --oracle, through eqfast.oracle.factory.oracle_from_spec (read
+    its doc): 'default', 'exact', 'random:ARCH' (random weights, the cost per row of trained
+    ones) or a path to oracle weights."""
+    from eqfast.oracle.factory import oracle_from_spec
 
-    if spec.startswith("random:") or spec == "default":
-        arch = spec.split(":", 1)[1] if spec.startswith("random:") else "mlp"
-        if spec == "default":
-            try:
-                from eqfast.oracle.weights import load_default_oracle
-                label = "shipped default" + (" (int8)" if quantize else "")
-                return load_default_oracle(device=device, script=not eager,
-                                           quantize=quantize), label
-            except Exception as exc:  # no shipped model in this checkout
-                print(f"profile_run: no shipped oracle ({type(exc).__name__}: {exc}); "
-                      "using a random-weight mlp", file=sys.stderr)
-        if arch not in net.DEFAULT_CONFIGS:
-            raise SystemExit(f"profile_run: --oracle {spec}: unknown architecture {arch!r} "
-                             f"(choose from {', '.join(net.DEFAULT_CONFIGS)})")
-        network = net.speed_test_network(net.DEFAULT_CONFIGS[arch]).to(device)
-        if quantize:
-            network = torch.ao.quantization.quantize_dynamic(network, {torch.nn.Linear},
-                                                              dtype=torch.qint8)
-        module = net.OracleModule(network).eval() if eager else net.script_module(network)
-        params = net.count_parameters(network)
-        return net.NetworkOracle(module, device=device), f"random-weight {arch} ({params:,} params)"
-    if not Path(spec).is_file():
-        raise SystemExit(f"profile_run: --oracle {spec}: no such file")
-    from eqfast.oracle.weights import load_oracle
-    return load_oracle(spec, device=device, script=not eager, quantize=quantize), spec
+    try:
+        oracle, identity = oracle_from_spec(spec, device, quantize=quantize, eager=eager)
+    except ValueError as exc:
+        raise SystemExit(f"profile_run: --oracle {spec}: {exc}") from None
+    return oracle, identity["label"]
 
 
 def parse_overrides(items: list[str]) -> dict:

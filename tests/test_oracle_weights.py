@@ -112,3 +112,24 @@ def test_default_model_is_shipped_and_loads():
         q = oracle.module(*x)
     assert q.shape == (4, 7) and torch.isfinite(q).all()
     assert DEFAULT_MODEL.stat().st_size < 8 * 1024 * 1024
+
+
+def test_oracle_factory_builds_every_kind():
+    """eqfast.oracle.factory.oracle_from_spec: the one way commands build an oracle."""
+    from eqfast.oracle.exact import HybridOracle
+    from eqfast.oracle.factory import oracle_from_spec
+
+    oracle, identity = oracle_from_spec("default")
+    assert identity["label"] == "shipped default" and len(identity["sha256"]) == 64
+    hybrid, identity = oracle_from_spec("default", exact_tricks=3, quantize=True)
+    assert isinstance(hybrid, HybridOracle) and identity["sha256"].endswith("+exact3")
+    assert identity["label"] == "shipped default (int8)+exact3"
+    _, identity = oracle_from_spec("random:mlp")
+    assert identity["label"].startswith("random-weight mlp (")
+    assert oracle_from_spec("exact")[1]["name"] == "exact"
+    with pytest.raises(ValueError, match="unknown architecture"):
+        oracle_from_spec("random:nope")
+    with pytest.raises(OracleWeightsError, match="does not exist"):
+        oracle_from_spec("/nonexistent/weights.safetensors")
+    with pytest.raises(ValueError, match="exact oracle has none"):
+        oracle_from_spec("exact", quantize=True)

@@ -144,12 +144,12 @@ def main(argv=None) -> int:
     network = lower = None
     lower_info, network_info = {}, None
     try:
-        from .generate import load_oracle
+        from ..oracle.factory import oracle_from_spec
         if args.oracle == "network":
-            network, network_info = load_oracle(args.weights or "default", "cpu")
+            network, network_info = oracle_from_spec(args.weights or "default", "cpu")
         if args.lower:
             from ..bidding.lower import lower_engine
-            oracle, identity = load_oracle(args.lower_oracle, "cpu")
+            oracle, identity = oracle_from_spec(args.lower_oracle, "cpu")
             lower = lower_engine(oracle, args.lower_worlds, seed=args.seed)
             lower_info = {"worlds": args.lower_worlds, "oracle": identity.get("name"),
                           "oracle_sha256": identity.get("sha256")}

@@ -14,7 +14,6 @@ temporary files of killed writes, and regenerates a seed range whose files are i
 from __future__ import annotations
 
 import argparse
-import hashlib
 import itertools
 import json
 import signal
@@ -123,24 +122,6 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--blunder-rate", type=float, default=0.0, help="bounded-regret blunder probability")
     e.add_argument("--blunder-max-regret", type=float, default=3.0, help="largest blunder regret (points)")
     return p
-
-
-def load_oracle(spec: str, device, eager: bool = False, exact_tricks: int = 0,
-                quantize: bool = False):
-    """(oracle, identity dict) for --oracle; the identity names the weights by SHA-256.
-    Raises OracleWeightsError naming the file and what it is when it holds no weights."""
-    from ..oracle.exact import ExactOracle, HybridOracle
-    if spec == "exact":
-        return ExactOracle(), {"name": "exact"}
-    from ..oracle.weights import DEFAULT_MODEL, load_oracle as load_path
-    path = Path(DEFAULT_MODEL if spec == "default" else spec)
-    oracle = load_path(path, device=device, script=not eager, quantize=quantize)
-    sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    identity = {"name": spec, "path": str(path), "sha256": sha}
-    if exact_tricks:
-        oracle = HybridOracle(oracle, exact_tricks)
-        identity.update(exact_tricks=exact_tricks, sha256=f"{sha}+exact{exact_tricks}")
-    return oracle, identity
 
 
 class _Interrupt:
@@ -309,11 +290,12 @@ def main(argv=None) -> int:
         print(f"eqfast-generate: warning: {note}", file=sys.stderr)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    from ..oracle.weights import OracleWeightsError
+    from ..oracle.factory import oracle_from_spec
     try:
-        oracle, identity = load_oracle(args.oracle, args.device, args.eager, args.exact_tricks,
-                                       quantize=args.oracle_precision == "int8")
-    except OracleWeightsError as e:
+        oracle, identity = oracle_from_spec(args.oracle, args.device, eager=args.eager,
+                                            exact_tricks=args.exact_tricks,
+                                            quantize=args.oracle_precision == "int8")
+    except ValueError as e:                 # OracleWeightsError names the file
         print(f"eqfast-generate: --oracle: {e}", file=sys.stderr)
         return 2
     try:

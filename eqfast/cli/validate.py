@@ -96,11 +96,11 @@ def run_metadata(metas: list[dict]) -> dict:
 
 def resolve_oracle(spec: str | None, metadata: dict, device, exact_tricks: int | None = None):
     """(oracle, name, warning or None): --oracle (with --exact-tricks), else the oracle the
-    metadata names, rebuilt by eqfast-generate's own factory with the metadata's
+    metadata names, rebuilt by the one oracle factory (eqfast.oracle.factory) with the metadata's
     exact_tricks and int8 quantization, so a hybrid or int8 run is checked against the
     oracle that made it. The warning says when the rebuilt oracle's SHA-256 is not the one
     the records were made with."""
-    from .generate import load_oracle
+    from ..oracle.factory import oracle_from_spec
     identity = metadata.get("oracle") or {}
     name = spec if spec is not None else identity.get("name")
     if name is None:
@@ -114,8 +114,8 @@ def resolve_oracle(spec: str | None, metadata: dict, device, exact_tricks: int |
         raise UsageError(f"cannot load oracle {name!r}{hint}: {name}: no such file")
     try:
         quantize = spec is None and metadata.get("oracle_precision") == "int8" and name != "exact"
-        oracle, built = load_oracle(name, device, quantize=quantize,
-                                    exact_tricks=0 if name == "exact" else exact_tricks)
+        oracle, built = oracle_from_spec(name, device, quantize=quantize,
+                                         exact_tricks=0 if name == "exact" else exact_tricks)
     except (ImportError, OSError, ValueError) as e:
         hint = "" if spec is not None else " (named in the records' metadata); pass --oracle"
         raise UsageError(f"cannot load oracle {name!r}{hint}: {e}") from None

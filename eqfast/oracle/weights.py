@@ -148,6 +148,20 @@ def load_network(path) -> tuple[torch.nn.Module, dict]:
     return network.eval(), meta
 
 
+def quantize_linear(network: torch.nn.Module) -> torch.nn.Module:
+    """int8 dynamic quantization of a network's Linear layers (CPU inference)."""
+    import warnings
+    # torch.ao.quantization is marked deprecated (in favour of the separate torchao
+    # package) but works in torch 2.13; the warning is not the user's to act on
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*torch.ao.quantization is deprecated",
+                                category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*quantized tensor creation functions",
+                                category=UserWarning)
+        return torch.ao.quantization.quantize_dynamic(network.eval(), {torch.nn.Linear},
+                                                      dtype=torch.qint8)
+
+
 def load_oracle(path, device="cpu", script: bool = True, quantize: bool = False) -> NetworkOracle:
     """A NetworkOracle on the weights at `path` (frozen TorchScript by default, else eager).
 
@@ -159,16 +173,7 @@ def load_oracle(path, device="cpu", script: bool = True, quantize: bool = False)
     if quantize:
         if torch.device(device).type != "cpu":
             raise ValueError(f"int8 dynamic quantization runs on the cpu, not {device}")
-        import warnings
-        # torch.ao.quantization is marked deprecated (in favour of the separate torchao
-        # package) but works in torch 2.13; the warning is not the user's to act on
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*torch.ao.quantization is deprecated",
-                                    category=DeprecationWarning)
-            warnings.filterwarnings("ignore", message=".*quantized tensor creation functions",
-                                    category=UserWarning)
-            network = torch.ao.quantization.quantize_dynamic(network.eval(), {torch.nn.Linear},
-                                                              dtype=torch.qint8)
+        network = quantize_linear(network)
     network = network.to(device)
     module = script_module(network) if script else OracleModule(network).eval()
     return NetworkOracle(module, device=device, config=meta)

@@ -1,0 +1,70 @@
+"""One way to build an oracle from a name: every command (generate, validate, bid) and the
+profiling and benchmark scripts call `oracle_from_spec`, so a run's oracle can always be
+rebuilt from what its metadata records.
+
+    spec            oracle
+    exact           the C solver (ExactOracle)
+    default         the shipped network (eqfast/models/default.safetensors)
+    PATH            a weights file (.safetensors, weights.py format)
+    random:ARCH     a random-weight network of DEFAULT_CONFIGS[ARCH] (speed measurements:
+                    the cost per row of a trained one, Q kept inside [-42, 42])
+
+Options: exact_tricks > 0 wraps a network in HybridOracle (positions with at most that many
+tricks left go to the solver); quantize applies int8 dynamic quantization (CPU); eager
+skips TorchScript. The identity dict names the oracle (name, path, sha256 of the weights,
+exact_tricks, label) for the records' metadata.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from .weights import DEFAULT_MODEL, OracleWeightsError, load_oracle, quantize_linear
+
+__all__ = ["oracle_from_spec", "OracleWeightsError"]
+
+
+def oracle_from_spec(spec: str, device="cpu", *, exact_tricks: int = 0, quantize: bool = False,
+                     eager: bool = False):
+    """(oracle, identity dict) for `spec` (module doc). Raises OracleWeightsError (a
+    ValueError) naming the file for a missing one or one that holds no weights, ValueError
+    for an unknown architecture or a bad option."""
+    from .exact import ExactOracle, HybridOracle
+
+    if not 0 <= exact_tricks <= 7:
+        raise ValueError(f"exact_tricks must be 0..7, got {exact_tricks}")
+    if spec == "exact":
+        if quantize:
+            raise ValueError("int8 quantizes a network oracle; the exact oracle has none")
+        return ExactOracle(), {"name": "exact", "label": "exact"}
+    if spec.startswith("random:"):
+        oracle, identity = _random_network(spec.split(":", 1)[1], device, quantize, eager)
+    else:
+        path = Path(DEFAULT_MODEL if spec == "default" else spec)
+        oracle = load_oracle(path, device=device, script=not eager, quantize=quantize)
+        sha = hashlib.sha256(path.read_bytes()).hexdigest()
+        label = "shipped default" if spec == "default" else str(path)
+        identity = {"name": spec, "path": str(path), "sha256": sha, "label": label}
+    if quantize:
+        identity["label"] += " (int8)"
+    if exact_tricks:
+        oracle = HybridOracle(oracle, exact_tricks)
+        identity.update(exact_tricks=exact_tricks, label=f"{identity['label']}+exact{exact_tricks}")
+        if "sha256" in identity:
+            identity["sha256"] = f"{identity['sha256']}+exact{exact_tricks}"
+    return oracle, identity
+
+
+def _random_network(arch: str, device, quantize: bool, eager: bool):
+    from . import network as net
+
+    if arch not in net.DEFAULT_CONFIGS:
+        raise ValueError(f"random:{arch}: unknown architecture (choose from "
+                         f"{', '.join(net.DEFAULT_CONFIGS)})")
+    network = net.speed_test_network(net.DEFAULT_CONFIGS[arch]).to(device)
+    params = net.count_parameters(network)
+    if quantize:
+        network = quantize_linear(network)
+    module = net.OracleModule(network).eval() if eager else net.script_module(network)
+    return (net.NetworkOracle(module, device=device),
+            {"name": f"random:{arch}", "label": f"random-weight {arch} ({params:,} params)"})
