@@ -171,7 +171,7 @@ def test_ess_never_exceeds_n_worlds(tmp_path):
     """float32 rounding of 1 / sum w^2 with N = 100 equal weights gives 100.00002; the
     record holds a value inside [1, n_worlds], as docs/DATASET.md states."""
     from eqfast.cli import generate
-    from eqfast.cli.view import load_records
+    from eqfast.data.shards import load_records
 
     out = tmp_path / "ds"
     assert generate.main(["--out", str(out), "--games", "1", "--n-samples", "100",

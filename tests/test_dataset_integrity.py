@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from cliutil import assert_usage_error, generate_tiny, run_cli
-from eqfast.cli.view import load_records
+from eqfast.data.shards import load_records
 from eqfast.data.schema import SPLIT_NAMES
 from eqfast.data.shards import ShardError, completed_seed_ranges, read_dataset
 

@@ -1,4 +1,4 @@
-"""eqfast-validate and eqfast.engine.validation on a tiny generated dataset (exact oracle,
+"""eqfast-validate and eqfast.analysis.validation on a tiny generated dataset (exact oracle,
 2 games, N = 8): replay from the seed, recompute z scores (a tampered record is flagged),
 outcome correlation, exact label error and its oracle/sampling split."""
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from eqfast.cli import generate, validate
-from eqfast.cli.view import load_records
+from eqfast.data.shards import load_records
 from eqfast.data.schema import DecisionRecords
 from eqfast.data.shards import read_shard, write_shard
 from eqfast.engine.pipeline import Engine, EngineConfig
-from eqfast.engine.validation import (ReplayError, engine_config, exact_report,
+from eqfast.analysis.validation import (ReplayError, engine_config, exact_report,
                                       replay_to_decision, run_decisions)
 from eqfast.oracle.exact import ExactOracle
 

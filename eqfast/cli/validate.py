@@ -12,7 +12,7 @@
                                            moves), per trick and overall
 
 PATH is a shard or a dataset directory (as for eqfast-view). `--json` prints one JSON object
-with every figure. The methods are documented in `eqfast.engine.validation`.
+with every figure. The methods are documented in `eqfast.analysis.validation`.
 """
 from __future__ import annotations
 
@@ -25,10 +25,10 @@ import torch
 
 from ..data.shards import ShardError
 from ..engine.records import jsonable
-from ..engine.validation import (ReplayError, Z_FLAG, exact_report, outcome_report,
+from ..analysis.validation import (ReplayError, Z_FLAG, exact_report, outcome_report,
                                  pick_records, recompute_report, run_decisions)
 from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
-from .view import load_records
+from ..data.shards import load_records
 
 #: metadata entries that must agree between the shards validated together
 RUN_KEYS = ("run_seed", "n_samples", "posterior", "oracle", "adaptive")
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="eqfast-validate",
         description="Validate eqfast decision records: recompute with fresh worlds (z scores), "
                     "correlate E[Q] with realized outcomes, and measure label error against "
-                    "exact E[Q]. Methods: see eqfast/engine/validation.py.",
+                    "exact E[Q]. Methods: see eqfast/analysis/validation.py.",
         formatter_class=HelpFormatter)
     p.add_argument("path", type=Path,
                    help="a shard (.safetensors/.json/.pt) or a dataset directory")

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from ..data.schema import SPLIT_NAMES, DecisionRecords
-from ..data.shards import ShardError, read_shard, split_shards
+from ..data.shards import ShardError, load_records, read_shard, split_shards  # noqa: F401
 from ..engine.policy import MODE_NAMES
 from ..engine.transcript import F_DECL, F_PLAYER, F_TYPE, TYPE_HAND, TYPE_PLAY
 from ..rules.state import trick_points, trick_winner
@@ -40,35 +40,6 @@ DEBUG_WORLDS = 40                        # per-world rows shown by --print --deb
 
 
 # ---------------------------------------------------------------------------- loading
-def load_records(path, split: str = "all") -> tuple[DecisionRecords, list[dict]]:
-    """(records sorted by (game, decision), metadata of each shard read).
-
-    path: a shard file (.safetensors/.json/.pt), a split directory of shards, or a dataset
-    root with train/ val/ test/ (split picks one, "all" reads every split present).
-    Raises ShardError with a message naming the path.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise ShardError(f"{path}: no such file or directory")
-    if path.is_file():
-        if path.suffix not in (".safetensors", ".json", ".pt"):
-            raise ShardError(f"{path}: not a shard (expected .safetensors, .json or .pt)")
-        records, meta = read_shard(path)
-        return records.sort_by_game(), [meta]
-    if split != "all" and split not in SPLIT_NAMES:
-        raise ShardError(f"--split must be one of {SPLIT_NAMES} or 'all', got {split!r}")
-    dirs = [path / s for s in (SPLIT_NAMES if split == "all" else (split,))]
-    files = [f for d in dirs for f in split_shards(d)]
-    if not files:
-        files = split_shards(path)                             # a split directory itself
-    if not files:
-        where = path / split if split != "all" else path
-        raise ShardError(f"{where}: no shards (expected shard_*.safetensors"
-                         f"{' under train/ val/ test/' if split == 'all' else ''})")
-    parts, metas = zip(*(read_shard(f) for f in files))
-    return DecisionRecords.cat(parts).sort_by_game(), list(metas)
-
-
 # ---------------------------------------------------------------------------- one record
 def _tile(tok) -> int:
     h, l = int(tok[0]), int(tok[1])

@@ -346,3 +346,32 @@ def _prepare_splits(root: Path) -> list[Path]:
             stale.unlink(missing_ok=True)
             removed.append(stale)
     return removed
+
+
+def load_records(path, split: str = "all") -> tuple[DecisionRecords, list[dict]]:
+    """(records sorted by (game, decision), metadata of each shard read).
+
+    path: a shard file (.safetensors/.json/.pt), a split directory of shards, or a dataset
+    root with train/ val/ test/ (split picks one, "all" reads every split present).
+    Raises ShardError with a message naming the path.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ShardError(f"{path}: no such file or directory")
+    if path.is_file():
+        if path.suffix not in (".safetensors", ".json", ".pt"):
+            raise ShardError(f"{path}: not a shard (expected .safetensors, .json or .pt)")
+        records, meta = read_shard(path)
+        return records.sort_by_game(), [meta]
+    if split != "all" and split not in SPLIT_NAMES:
+        raise ShardError(f"--split must be one of {SPLIT_NAMES} or 'all', got {split!r}")
+    dirs = [path / s for s in (SPLIT_NAMES if split == "all" else (split,))]
+    files = [f for d in dirs for f in split_shards(d)]
+    if not files:
+        files = split_shards(path)                             # a split directory itself
+    if not files:
+        where = path / split if split != "all" else path
+        raise ShardError(f"{where}: no shards (expected shard_*.safetensors"
+                         f"{' under train/ val/ test/' if split == 'all' else ''})")
+    parts, metas = zip(*(read_shard(f) for f in files))
+    return DecisionRecords.cat(parts).sort_by_game(), list(metas)

@@ -81,10 +81,10 @@ from ..data.schema import DecisionRecords
 from ..rules.batched import BatchedGames
 from ..rules.deal import deal_from_seed
 from ..rules.tables import N_SEATS
-from .pipeline import N_DECISIONS, Engine, EngineConfig
-from .policy import TIE_TOL
-from .posterior import PosteriorConfig
-from .transcript import F_DECL, F_HIGH, F_LOW, F_PLAYER, F_TYPE, TYPE_PLAY, transcript_tokens
+from ..engine.pipeline import N_DECISIONS, Engine, EngineConfig
+from ..engine.policy import TIE_TOL
+from ..engine.posterior import PosteriorConfig
+from ..engine.transcript import F_DECL, F_HIGH, F_LOW, F_PLAYER, F_TYPE, TYPE_PLAY, transcript_tokens
 
 #: standard-error floor (points) in the recompute z score; see the module doc
 SE_FLOOR = 0.01
