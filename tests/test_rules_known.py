@@ -1,8 +1,8 @@
 """Hand-traced known answers for the play rules, every declaration 0..9.
 
-Every expected value below was worked out by hand from ../shared/spec/RULES.md, not by
+Every expected value below was worked out by hand from docs/RULES.md, not by
 running the code: tiles are written as "high-low" names and turned into ids with the
-RULES.md formula id = high*(high+1)/2 + low (not with eqfast's own helper). Each case is
+docs/RULES.md formula id = high*(high+1)/2 + low (not with eqfast's own helper). Each case is
 checked three ways: the tables, the immutable `GameState`, and the batched `BatchedGames`.
 """
 from __future__ import annotations
@@ -16,11 +16,11 @@ import torch
 from eqfast.rules import BatchedGames, GameState, legal_tiles, trick_points, trick_winner
 from eqfast.rules.tables import FOLLOWS, HIGH, IN_CALLED, IS_DOUBLE, LED_SUIT, LOW, POINTS
 
-CALLED = 7  # the led-suit index of the called suit (RULES.md: 0..6 pips, then the called suit)
+CALLED = 7  # the led-suit index of the called suit (docs/RULES.md: 0..6 pips, then the called suit)
 
 
 def tid(name: str) -> int:
-    """Tile id of "h-l" by the RULES.md formula."""
+    """Tile id of "h-l" by the docs/RULES.md formula."""
     h, l = (int(x) for x in name.split("-"))
     assert 6 >= h >= l >= 0, name
     return h * (h + 1) // 2 + l
@@ -32,7 +32,7 @@ def tids(names: str) -> list[int]:
 
 # ---------------------------------------------------------------------------- tiles
 def test_tile_numbering_and_count():
-    # RULES.md: 0:(0,0) 1:(1,0) 2:(1,1) 3:(2,0) 4:(2,1) 5:(2,2) 6:(3,0) 15:(5,0) 20:(5,5)
+    # docs/RULES.md: 0:(0,0) 1:(1,0) 2:(1,1) 3:(2,0) 4:(2,1) 5:(2,2) 6:(3,0) 15:(5,0) 20:(5,5)
     # 26:(6,5) 27:(6,6)
     for t, (h, l) in {0: (0, 0), 1: (1, 0), 2: (1, 1), 3: (2, 0), 4: (2, 1), 5: (2, 2),
                       6: (3, 0), 15: (5, 0), 20: (5, 5), 26: (6, 5), 27: (6, 6)}.items():
@@ -114,7 +114,7 @@ TRICKS = [
     Trick(4, 2, "6-5 6-6 4-1 5-5", 6, 0, "the trump 4-1 beats the 6-6"),
     Trick(4, 0, "5-2 2-1 2-0 6-6", 5, 0, "5-2 leads fives, not twos: nobody else follows"),
     # decl 5: fives trump
-    Trick(5, 0, "3-3 5-3 6-3 3-0", 3, 1, "RULES.md example: 5-3 is a trump, never a three"),
+    Trick(5, 0, "3-3 5-3 6-3 3-0", 3, 1, "docs/RULES.md example: 5-3 is a trump, never a three"),
     Trick(5, 1, "5-0 6-5 5-5 5-4", CALLED, 3, "the 5-5 is the top trump"),
     Trick(5, 3, "6-4 6-6 5-0 4-4", 6, 1, "the lowest trump 5-0 beats the 6-6"),
     Trick(5, 0, "4-1 4-0 6-4 4-3", 4, 2, "by pip sum among fours: 6-4 (10)"),

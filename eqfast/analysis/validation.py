@@ -116,10 +116,6 @@ def _describe(records: DecisionRecords, i: int) -> str:
 
 
 # ---------------------------------------------------------------------------- replay
-def _select_games(games: BatchedGames, rows: torch.Tensor) -> BatchedGames:
-    return BatchedGames(**{f.name: getattr(games, f.name)[rows] for f in dc_fields(games)})
-
-
 def replay_to_decision(records: DecisionRecords, device="cpu") -> BatchedGames:
     """BatchedGames at the decision of each record (all records at one decision index).
 

@@ -1,4 +1,4 @@
-"""The bidder's hand: parse and print "6-6,6-5,..." tile lists (RULES.md "Tiles")."""
+"""The bidder's hand: parse and print "6-6,6-5,..." tile lists (docs/RULES.md "The tiles")."""
 from __future__ import annotations
 
 import re

@@ -1,6 +1,6 @@
 """Contracts and bid levels, and what it takes to make them.
 
-A contract is a declaration 0..9 (RULES.md "Declarations"; 8 = doubles as a suit is one of
+A contract is a declaration 0..9 (docs/RULES.md "Declarations"; 8 = doubles as a suit is one of
 them). A bid level is either a point bid of 30..41 points or a mark bid of m marks (shown
 as 42, 84, ... = 42 m). Every mark bid needs all 42 points: the marks set the stake, not
 the make condition. The stake of a point bid (and of 42 = 1 mark) is 1 mark.

@@ -3,7 +3,7 @@ information play on every seat (exact: the C solver; approximate: a Stage 1 netw
 
 The bidder sits at seat 0 and leads the first trick, so its team is team 0 and
 V_PI = (max over the bidder's opening leads of team-0 Q + 42) / 2, in 0..42
-(RULES.md "Values": team 0's points minus team 1's, and the two add up to 42).
+(docs/RULES.md "Values the engine computes": team 0's points minus team 1's, and the two add up to 42).
 """
 from __future__ import annotations
 

@@ -12,15 +12,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..engine.transcript import MAX_TOKENS, N_FEATURES, TOKENIZER_VERSION  # noqa: F401
+
 SCHEMA_VERSION = "2.1"
 SCHEMA_SEMANTICS = {
     "q_semantics": "minimax_value_to_go",
     "q_units": "points",
     "q_normalization": "raw",
-    "tokenizer_version": "transcript_v1",
+    "tokenizer_version": TOKENIZER_VERSION,
 }
-MAX_TOKENS = 36
-N_FEATURES = 8
 Q_BOUND = 42.0
 
 SPLIT_NAMES = ("train", "val", "test")

@@ -209,6 +209,13 @@ def _unique_worlds(ranks: torch.Tensor):
     return rep, inverse
 
 
+@dataclass
+class _RowCache:
+    """Oracle rows already evaluated at this decision (adaptive rounds reuse them):
+    (world keys sorted, their Q, their legal masks), or None before the first round."""
+    rows: tuple | None = None
+
+
 class Engine:
     """Plays games with an oracle and records every decision (reference or Triton stages)."""
 
@@ -260,7 +267,7 @@ class Engine:
 
         sub = torch.arange(G, device=self.device)
         n = cfg.n_for(decision)
-        cache: dict = {}
+        cache = _RowCache()
         mom = n_worlds = enumerated = world_q = world_logw = world_owner = None
         while True:
             part = games if len(sub) == G else games.select(sub)
@@ -351,7 +358,7 @@ class Engine:
         (adaptive sampling)."""
         n = ranks.shape[1]
         key = gid[torch.div(rep, n, rounding_mode="floor")] * (1 << 32) + ranks.reshape(-1)[rep]
-        old = cache.get("current")
+        old = cache.rows
         if old is None:
             todo = torch.ones(len(rep), dtype=torch.bool, device=rep.device)
         else:
@@ -371,7 +378,7 @@ class Engine:
         else:
             q_all, lg_all = q, lg
         order = torch.argsort(key)
-        cache["current"] = (key[order], q_all[order], lg_all[order])
+        cache.rows = (key[order], q_all[order], lg_all[order])
         return q, lg
 
     def _posterior(self, games, info, sample, ranks, rep, inverse):

@@ -12,7 +12,7 @@ row). Every field is a torch tensor on one device:
     actor     [N]       int64  acting seat, == (leader + #trick tiles) % 4
 
 An oracle returns (q [N, 7] float32, legal [N, 7] bool): q in points, actor frame (team-0
-value-to-go times +1 for seats 0/2, -1 for seats 1/3; RULES.md), for the actor's slots;
+value-to-go times +1 for seats 0/2, -1 for seats 1/3; docs/RULES.md), for the actor's slots;
 legal marks the slots the actor may play. q at illegal slots is unspecified (finite).
 """
 from __future__ import annotations

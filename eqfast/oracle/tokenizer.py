@@ -92,25 +92,3 @@ def actor_slot_tiles(hands: torch.Tensor, actor: torch.Tensor) -> torch.Tensor:
     """Tile ids [N, 7] of the actor's initial-hand slots (-1 pads clamped to tile 0)."""
     rows = torch.arange(hands.shape[0], device=hands.device)
     return hands[rows, actor].clamp(min=0)
-
-
-def describe(codes: torch.Tensor) -> list[str]:
-    """Human-readable form of one row of codes (for docs and debugging)."""
-    from ..rules.tables import tile_name
-
-    out = []
-    for t, c in enumerate(codes.tolist()):
-        decl, rest = divmod(int(c), N_TILES * N_STATUS)
-        tile, status = divmod(rest, N_STATUS)
-        assert tile == t
-        if status < 4:
-            where = ("me", "left", "partner", "right")[status]
-        elif status < 10:
-            s = status - 4
-            k = 1 if s < 1 else 2 if s < 3 else 3
-            p = s - k * (k - 1) // 2
-            where = f"trick pos {p} of {k}"
-        else:
-            where = "gone"
-        out.append(f"{tile_name(t)}:{where}")
-    return out

@@ -2,7 +2,7 @@
 
 Every rule check in eqfast (Python game state, batched torch state, the C solver, the
 oracle tokenizer, the Triton kernels) is a lookup into these arrays, so there is one
-source of truth. `../shared/spec/RULES.md` is the normative text; this module is its
+source of truth. `docs/RULES.md` states the rules in words; this module is their
 executable form.
 
 Numbering

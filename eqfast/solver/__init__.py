@@ -1,8 +1,8 @@
 """Exact perfect-information solver for the play of one Texas 42 hand.
 
-Values follow RULES.md "Values": V(s) is team 0's points minus team 1's points from state s
-to the end of the hand under minimax play (team 0 maximizes), in [-42, 42]; Q(s, a) is the
-points of the trick `a` completes (if it does) plus V of the next state. Results are in the
+Values follow docs/RULES.md ("Values the engine computes"): V(s) is team 0's points minus
+team 1's points from state s to the end of the hand under minimax play (team 0 maximizes),
+in [-42, 42]; Q(s, a) is the points of the trick `a` completes (if it does) plus V of the next state. Results are in the
 team-0 frame unless ``actor_frame=True`` (multiplied by -1 when the actor is seat 1 or 3).
 
 A state is given as the seats' *remaining* tiles: ``hands`` = 4 sequences of tile ids with
