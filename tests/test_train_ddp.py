@@ -37,15 +37,19 @@ def _args(data, run, steps, extra=()):
 
 
 def _torchrun(args, ranks=2):
-    with socket.socket() as s:              # a free port for the rendezvous
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
-           "--master-addr", "127.0.0.1", "--master-port", str(port),
-           "-m", "eqfast.cli.train_oracle",
-           *["--run-dir" if a == "--run" else a for a in args]]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    for attempt in range(2):
+        with socket.socket() as s:          # a free port for the rendezvous
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
+               "--master-addr", "127.0.0.1", "--master-port", str(port),
+               "-m", "eqfast.cli.train_oracle",
+               *["--run-dir" if a == "--run" else a for a in args]]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        # another process can take the port between its release and the rendezvous
+        if done.returncode == 0 or "address already in use" not in done.stderr.lower():
+            break
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
 

@@ -356,5 +356,10 @@ def train(cfg: TrainConfig, log=print) -> dict:
             state["wall_s"] = wall0 + time.perf_counter() - t_start
             save_checkpoint(ckpt, network, optimizer, step, state)
     bar.close()
+    # the DDP reducer holds the process group's work threads: free it before the group
+    # (destroying the group under a live reducer aborted a rank at exit on a loaded machine)
+    del forward
+    import gc
+    gc.collect()
     ranks.stop()
     return metrics
