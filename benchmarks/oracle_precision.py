@@ -32,18 +32,16 @@ def main(argv=None) -> int:
     from eqfast.engine.pipeline import oracle_precision
     from eqfast.oracle.evaluate import fidelity, predict
     from eqfast.oracle.dataset import as_batch
-    from eqfast.oracle.weights import load_default_oracle, load_oracle
+    from eqfast.oracle.factory import oracle_from_spec
 
     device = torch.device(a.device)
-    oracle = (load_default_oracle(device=device) if a.oracle is None
-              else load_oracle(a.oracle, device=device))
+    spec = a.oracle or "default"
+    oracle, _ = oracle_from_spec(spec, device)
     rows = fresh_rows(a.seed_start, a.deals)
     batch = as_batch(rows)
     legal = rows["legal"]
     precisions = ["fp32", "bf16"] + (["tf32"] if device.type == "cuda" else ["int8"])
-    quantized = (load_default_oracle(device=device, quantize=True) if a.oracle is None
-                 else load_oracle(a.oracle, device=device, quantize=True)) \
-        if device.type == "cpu" else None
+    quantized = oracle_from_spec(spec, device, quantize=True)[0] if device.type == "cpu" else None
     q = {}
     report = {"deals": f"{a.seed_start}..{a.seed_start + a.deals - 1}",
               "positions": len(batch), "device": str(device)}

@@ -14,8 +14,8 @@ import torch
 
 from eqfast.cli.generate import main
 from eqfast.data.schema import check_invariants
-from eqfast.data.shards import (LOCK_NAME, ShardError, completed_seed_ranges, read_dataset,
-                                 read_shard)
+from eqfast.data.shards import (LOCK_NAME, ShardError, completed_seed_ranges, load_records,
+                                 read_dataset, read_shard)
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--oracle", "exact", "--n-samples", "4", "--quiet"]
@@ -169,17 +169,8 @@ def test_oracle_precision_is_applied_and_recorded(tmp_path):
     args = ["--games", "1", "--n-samples", "8", "--quiet", "--threads", "1"]
     assert main(["--out", str(tmp_path / "fp32"), *args]) == 0
     assert main(["--out", str(tmp_path / "bf16"), *args, "--oracle-precision", "bf16"]) == 0
-    def read_any_split(root):
-        for split in ("train", "val", "test"):
-            try:
-                records, metas = read_dataset(root, split)
-            except ShardError:
-                continue
-            if len(records):
-                return records, metas[0]
-        raise AssertionError(f"{root}: no shards")
-
-    (fp32, meta32), (bf16, meta16) = (read_any_split(tmp_path / name) for name in ("fp32", "bf16"))
+    (fp32, (meta32, *_)), (bf16, (meta16, *_)) = (load_records(tmp_path / name)
+                                                  for name in ("fp32", "bf16"))
     legal = fp32["legal_mask"]
     diff = (fp32["e_q_mean"] - bf16["e_q_mean"]).abs()[legal]
     assert 0 < float(diff.max()) < 2.0
@@ -207,17 +198,8 @@ def test_world_budget_by_trick(tmp_path, capsys):
     out = tmp_path / "budget"
     assert main(["--out", str(out), "--games", "2", "--games-per-batch", "2", "--oracle", "exact",
                  "--quiet", "--n-by-trick", ",".join(map(str, budget))]) == 0
-    records, metas = [], []
-    for split in ("train", "val", "test"):
-        try:
-            r, m = read_dataset(out, split)
-        except ShardError:
-            continue
-        if len(r):
-            records.append(r)
-            metas += m
-    n_worlds = torch.cat([r["n_worlds"] for r in records])
-    decision = torch.cat([r["decision_idx"] for r in records])
+    records, metas = load_records(out)
+    n_worlds, decision = records["n_worlds"], records["decision_idx"]
     cap = torch.tensor(budget)[decision // 4]
     assert bool((n_worlds <= cap).all()) and bool((n_worlds == cap).any())
     assert bool((n_worlds[decision < 4] == 5).all())          # openings: millions of worlds

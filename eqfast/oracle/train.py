@@ -250,10 +250,10 @@ def train(cfg: TrainConfig, log=print) -> dict:
     if cfg.value_weight > 0 and not cfg.arch.get("value_head"):
         raise ValueError("value_weight > 0 needs a network with a value head "
                          "(transformer with value_head=1)")
-    if cfg.value_weight > 0 and Ranks().world > 1:
+    ranks = Ranks()
+    if cfg.value_weight > 0 and ranks.world > 1:
         raise ValueError("the value loss is not wired through DistributedDataParallel yet: "
                          "train it with one process")
-    ranks = Ranks()
     if cfg.batch % ranks.world:
         raise ValueError(f"batch {cfg.batch} must be a multiple of the {ranks.world} ranks")
     if not ranks.main:
@@ -306,11 +306,13 @@ def train(cfg: TrainConfig, log=print) -> dict:
         n = len(train_rows["q"])
         gen = torch.Generator().manual_seed(mix_seed(cfg.seed, step))
         idx = torch.randint(n, (cfg.batch,), generator=gen)
-        n_legal = train_rows["legal"][idx].sum()            # the global batch's, on every rank
-        idx = idx[ranks.rank::ranks.world]
+        legal = train_rows["legal"][idx]
+        n_legal = legal.sum()                               # the global batch's, on every rank
+        share = slice(ranks.rank, None, ranks.world)
+        idx, legal = idx[share], legal[share].to(device)
         codes = train_rows["codes"][idx].to(device).long()
         slots = train_rows["slots"][idx].to(device).long()
-        q, legal = train_rows["q"][idx].to(device), train_rows["legal"][idx].to(device)
+        q = train_rows["q"][idx].to(device)
         for g in optimizer.param_groups:
             g["lr"] = lr_at(cfg, step)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
