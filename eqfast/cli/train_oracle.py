@@ -44,7 +44,16 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--value-weight", type=float, default=0.0,
                     help="weight of the auxiliary loss on V = the best legal Q (needs "
                          "--value-head)")
-    ap.add_argument("--steps", type=int, default=20000, help="optimizer steps of the whole run")
+    ap.add_argument("--steps", type=int, default=20000,
+                    help="optimizer steps of the whole run (with --time-budget: at most)")
+    ap.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                    help="train for this much wall time: the cosine decay runs over the spent "
+                         "fraction of it and the run stops (evaluated, checkpointed) when it is "
+                         "spent; such a run depends on the machine's speed (one process only)")
+    ap.add_argument("--init", default=None, metavar="WEIGHTS",
+                    help="start a fresh run from this weights file (.safetensors from a run "
+                         "directory, or eqfast/models/*.safetensors); its architecture must be "
+                         "the one the flags describe")
     ap.add_argument("--batch", type=int, default=1024, help="rows per step")
     ap.add_argument("--lr", type=float, default=2e-3,
                     help="peak learning rate (linear warm-up, then cosine decay)")
@@ -89,6 +98,10 @@ def check_args(a) -> str | None:
             return f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)}"
     if not a.lr > 0:
         return f"--lr must be > 0, got {a.lr}"
+    if a.time_budget is not None and not a.time_budget > 0:
+        return f"--time-budget must be > 0 seconds, got {a.time_budget}"
+    if a.init is not None and not os.path.isfile(a.init):
+        return f"--init {a.init}: no such file"
     problem = device_problem(a.device)
     if problem is not None:
         return problem
@@ -119,7 +132,8 @@ def main(argv=None) -> int:
                       follow=a.follow, reload_every=a.reload_every, max_shards=a.max_shards,
                       device=a.device, stop_at=a.stop_at,
                       centered_weight=a.centered_weight, precision=a.precision,
-                      compile=a.compile, value_weight=a.value_weight)
+                      compile=a.compile, value_weight=a.value_weight,
+                      time_budget=a.time_budget, init=a.init)
     try:
         m = train(cfg, log=print)
     except ValueError as e:               # e.g. a batch the ranks cannot share

@@ -4,7 +4,9 @@ rebuilt from what its metadata records.
 
     spec            oracle
     exact           the C solver (ExactOracle)
-    default         the shipped network (eqfast/models/default.safetensors)
+    default         the shipped CPU network (eqfast/models/default.safetensors)
+    accurate        the shipped GPU network (eqfast/models/accurate.safetensors): larger,
+                    closer to the exact solver, slower per row (docs/ORACLE.md)
     PATH            a weights file (.safetensors, weights.py format)
     random:ARCH     a random-weight network of DEFAULT_CONFIGS[ARCH] (speed measurements:
                     the cost per row of a trained one, Q kept inside [-42, 42])
@@ -19,7 +21,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .weights import DEFAULT_MODEL, OracleWeightsError, load_oracle, quantize_linear
+from .weights import (ACCURATE_MODEL, DEFAULT_MODEL, OracleWeightsError, load_oracle,
+                      quantize_linear)
+
+SHIPPED = {"default": (DEFAULT_MODEL, "shipped default"),
+           "accurate": (ACCURATE_MODEL, "shipped accurate")}
 
 __all__ = ["oracle_from_spec", "OracleWeightsError"]
 
@@ -40,10 +46,9 @@ def oracle_from_spec(spec: str, device="cpu", *, exact_tricks: int = 0, quantize
     if spec.startswith("random:"):
         oracle, identity = _random_network(spec.split(":", 1)[1], device, quantize, eager)
     else:
-        path = Path(DEFAULT_MODEL if spec == "default" else spec)
+        path, label = SHIPPED.get(spec, (Path(spec), spec))
         oracle = load_oracle(path, device=device, script=not eager, quantize=quantize)
         sha = hashlib.sha256(path.read_bytes()).hexdigest()
-        label = "shipped default" if spec == "default" else str(path)
         identity = {"name": spec, "path": str(path), "sha256": sha, "label": label}
     if quantize:
         identity["label"] += " (int8)"

@@ -6,7 +6,19 @@ then cosine decay to `min_lr_frac` * lr at `steps`. Each step draws `batch` rows
 (with replacement) from the train split with a generator keyed by mix_seed(seed, step), so a
 run is a pure function of (data, arguments, seed) and resuming from a checkpoint continues
 the same sequence. With `follow`, new shards written by a running generator are picked up
-every `reload_every` steps (then the run also depends on when they arrived).
+every `reload_every` steps and appended to the rows (then the run also depends on when they
+arrived).
+
+`time_budget` (seconds) trains for a fixed wall time instead of a fixed step count: the
+cosine decay runs over the elapsed fraction of the budget and the run stops (evaluated and
+checkpointed) once the budget is spent; `steps` stays an upper bound. Such a run depends on
+the machine's speed, so only step-scheduled runs resume bit-identically. `init` starts a
+fresh run from the weights of a weights file of the same architecture (fine-tuning).
+
+On CUDA the rows live on the device and each step's indices are drawn there (from a CUDA
+generator keyed the same way, so a CUDA run draws other rows than a CPU run), AdamW is the
+fused kernel and the loss is read back every `LOSS_EVERY` steps only: the host never waits
+on the device between those reads.
 
 Several processes (`torchrun --nproc-per-node K -m eqfast.cli.train_oracle ...`): each
 rank holds the data, draws the same global batch of `batch` rows per step and trains on
@@ -70,6 +82,12 @@ class TrainConfig:
     precision: str = "fp32"     # fp32, or bf16 (autocast of the forward)
     value_weight: float = 0.0   # weight of the auxiliary value loss (networks with a value head)
     compile: bool = False       # torch.compile the network
+    time_budget: float | None = None  # seconds of training wall time; schedule over time
+    init: str | None = None     # weights file to start a fresh run from (same architecture)
+
+
+#: Steps between reads of the loss (each read waits for the device).
+LOSS_EVERY = 50
 
 
 class Ranks:
@@ -117,11 +135,11 @@ class ShardCache:
         self.parts: dict[str, dict[str, dict[str, torch.Tensor]]] = {}
         self.hashes: dict[str, str] = {}
 
-    def refresh(self) -> bool:
-        """Read shards not seen yet; True when something was added."""
+    def refresh(self) -> list[str]:
+        """Read shards not seen yet; the keys of those added (empty: nothing new)."""
         from safetensors.numpy import load
 
-        added = False
+        added = []
         paths = [p for d in self.directories for p in shard_paths(d)[:self.max_shards]]
         for p in paths:
             key = f"{p.parent.name}/{p.name}"
@@ -135,13 +153,14 @@ class ShardCache:
             self.hashes[key] = hashlib.sha256(raw).hexdigest()[:16]
             self.parts[key] = {s: prepare_rows(cols, cols["split"] == i)
                                   for i, s in enumerate(SPLITS) if s != "test"}
-            added = True
+            added.append(key)
         if not self.parts:
             raise FileNotFoundError(f"no shard_*.safetensors files in {self.directories}")
         return added
 
-    def split(self, name: str) -> dict[str, torch.Tensor]:
-        parts = [self.parts[k][name] for k in sorted(self.parts)]
+    def split(self, name: str, keys: list[str] | None = None) -> dict[str, torch.Tensor]:
+        """Rows of split `name` of the shards `keys` (all read so far when None), in key order."""
+        parts = [self.parts[k][name] for k in sorted(self.parts if keys is None else keys)]
         return {c: torch.cat([p[c] for p in parts]) for c in parts[0]}
 
     def data_hash(self) -> str:
@@ -162,10 +181,15 @@ def prepare_rows(cols: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, tor
             "q": t["q"], "legal": t["legal"], "depth": t["depth"]}
 
 
-def lr_at(cfg: TrainConfig, step: int) -> float:
+def lr_at(cfg: TrainConfig, step: int, wall_s: float = 0.0) -> float:
+    """Linear warm-up over `warmup` steps, then cosine decay over the remaining steps, or
+    over the spent fraction of `time_budget` (wall_s: training seconds so far) when set."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
-    frac = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
+    if cfg.time_budget is not None:
+        frac = min(1.0, wall_s / cfg.time_budget)
+    else:
+        frac = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
     return cfg.lr * (cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
@@ -240,6 +264,18 @@ def load_checkpoint(path: Path, network, optimizer) -> tuple[int, dict]:
     return int(meta["step"]), json.loads(meta["state"])
 
 
+def load_init(network, path, arch: dict) -> None:
+    """Copy the weights of file `path` into `network`; ValueError naming the file when its
+    architecture is not `arch`."""
+    from .weights import load_network
+
+    loaded, meta = load_network(path)
+    if meta["config"] != arch:
+        raise ValueError(f"--init {path}: holds a {meta['config']} network, but this run "
+                         f"trains {arch}")
+    network.load_state_dict(loaded.state_dict())
+
+
 # ------------------------------------------------------------------ the loop
 def train(cfg: TrainConfig, log=print) -> dict:
     """Train (or resume) per `cfg`; returns the last evaluation's metrics."""
@@ -254,6 +290,11 @@ def train(cfg: TrainConfig, log=print) -> dict:
     if cfg.value_weight > 0 and ranks.world > 1:
         raise ValueError("the value loss is not wired through DistributedDataParallel yet: "
                          "train it with one process")
+    if cfg.time_budget is not None and ranks.world > 1:
+        raise ValueError("time_budget stops each rank on its own clock: train several ranks "
+                         "with --steps instead")
+    if cfg.time_budget is not None and not cfg.time_budget > 0:
+        raise ValueError(f"time_budget must be > 0 seconds, got {cfg.time_budget}")
     if cfg.batch % ranks.world:
         raise ValueError(f"batch {cfg.batch} must be a multiple of the {ranks.world} ranks")
     if not ranks.main:
@@ -263,7 +304,9 @@ def train(cfg: TrainConfig, log=print) -> dict:
     device = ranks.start(torch.device(cfg.device))
     torch.manual_seed(cfg.seed)
     network = build_network(cfg.arch).to(device)
-    optimizer = torch.optim.AdamW(network.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    on_device = device.type == "cuda"
+    optimizer = torch.optim.AdamW(network.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                  fused=on_device)
     ckpt = run / "checkpoint.safetensors"
     state = {"rows_seen": 0, "best_q_gap": None, "history": [], "wall_s": 0.0,
              "config": asdict(cfg)}
@@ -271,6 +314,9 @@ def train(cfg: TrainConfig, log=print) -> dict:
     if ckpt.exists():
         step, state = load_checkpoint(ckpt, network, optimizer)
         log(f"resumed {ckpt} at step {step} ({state['rows_seen']} rows seen)", flush=True)
+    elif cfg.init:
+        load_init(network, cfg.init, cfg.arch)
+        log(f"initialized from {cfg.init}", flush=True)
     if ranks.main:
         atomic_write_text(run / "config.json", json.dumps(asdict(cfg), indent=1) + "\n")
     forward = network
@@ -282,9 +328,15 @@ def train(cfg: TrainConfig, log=print) -> dict:
     if cfg.compile:
         forward = torch.compile(forward)
 
+    device_name = torch.cuda.get_device_name(device) if on_device else "cpu"
+    rows_device = device if on_device else torch.device("cpu")
+
+    def place(rows: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {c: v.to(device) for c, v in rows.items()} if on_device else rows
+
     cache = ShardCache(cfg.data, cfg.max_shards)
     cache.refresh()
-    train_rows = cache.split("train")
+    train_rows = place(cache.split("train"))
     val_rows = {c: v[:cfg.val_rows] for c, v in cache.split("val").items()}
     if len(val_rows["q"]) == 0 or len(train_rows["q"]) == 0:
         raise ValueError(f"{cfg.data}: need rows of both the train and the val split, got "
@@ -294,18 +346,27 @@ def train(cfg: TrainConfig, log=print) -> dict:
 
     metrics: dict = {}
     t_start, wall0 = time.perf_counter(), state["wall_s"]
+    wall = lambda: wall0 + time.perf_counter() - t_start  # noqa: E731
     end = cfg.steps if cfg.stop_at is None else min(cfg.steps, cfg.stop_at)
+    if cfg.time_budget is not None and wall0 >= cfg.time_budget:
+        log(f"the time budget of {cfg.time_budget:.0f} s is spent ({wall0:.0f} s trained)")
+        end = step
     # This session's steps only, so the rate and ETA stay right after a resume.
     bar = Progress(total=max(0, end - step), desc=f"train-oracle (steps {step}..{end})",
                    unit="steps", disable=not ranks.main)
     network.train()
     while step < end:
-        if cfg.follow and step % cfg.reload_every == 0 and step > 0 and cache.refresh():
-            train_rows = cache.split("train")
-            log(f"step {step}: reloaded, {len(train_rows['q'])} train rows", flush=True)
+        if cfg.follow and step % cfg.reload_every == 0 and step > 0:
+            added = cache.refresh()
+            if added:
+                new = place(cache.split("train", added))
+                train_rows = {c: torch.cat([train_rows[c], new[c]]) for c in train_rows}
+                log(f"step {step}: reloaded, {len(train_rows['q'])} train rows", flush=True)
         n = len(train_rows["q"])
-        gen = torch.Generator().manual_seed(mix_seed(cfg.seed, step))
-        idx = torch.randint(n, (cfg.batch,), generator=gen)
+        # drawn where the rows are: a host-to-device copy of the indices would wait for the
+        # device every step
+        gen = torch.Generator(device=rows_device).manual_seed(mix_seed(cfg.seed, step))
+        idx = torch.randint(n, (cfg.batch,), generator=gen, device=rows_device)
         legal = train_rows["legal"][idx]
         n_legal = legal.sum()                               # the global batch's, on every rank
         share = slice(ranks.rank, None, ranks.world)
@@ -314,7 +375,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
         slots = train_rows["slots"][idx].to(device).long()
         q = train_rows["q"][idx].to(device)
         for g in optimizer.param_groups:
-            g["lr"] = lr_at(cfg, step)
+            g["lr"] = lr_at(cfg, step, wall())
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
             if cfg.value_weight > 0:
                 pred, value = network.forward_with_value(codes, slots)
@@ -329,12 +390,17 @@ def train(cfg: TrainConfig, log=print) -> dict:
         optimizer.step()
         step += 1
         state["rows_seen"] += cfg.batch
-        loss_value = loss.item()
-        bar.update(1, loss=loss_value)
-        last = step == end
+        out_of_time = cfg.time_budget is not None and wall() >= cfg.time_budget
+        last = step == end or out_of_time
+        evaluate = step % cfg.eval_every == 0 or last
+        if step % LOSS_EVERY == 0 or evaluate:
+            loss_value = loss.item()
+            bar.update(1, loss=loss_value)
+        else:
+            bar.update(1)
         if not ranks.main:
             continue
-        if step % cfg.eval_every == 0 or last:
+        if evaluate:
             metrics = evaluate_rows(network, val_rows, device)
             state["wall_s"] = wall0 + time.perf_counter() - t_start
             point = {"step": step, "rows_seen": state["rows_seen"], "train_rows": n,
@@ -347,7 +413,12 @@ def train(cfg: TrainConfig, log=print) -> dict:
             bar.set_postfix(loss=loss_value, val_gap=metrics["q_gap"], val_mae=metrics["q_mae"])
             train_info = {"seed": cfg.seed, "step": step, "rows_seen": state["rows_seen"],
                           "train_rows": n, "wall_s": round(state["wall_s"], 1),
-                          "batch": cfg.batch, "lr": cfg.lr, "data": str(cfg.data)}
+                          "batch": cfg.batch, "lr": cfg.lr, "data": str(cfg.data),
+                          "precision": cfg.precision, "device": device_name}
+            if cfg.init:
+                train_info["init"] = str(cfg.init)
+            if cfg.time_budget is not None:
+                train_info["time_budget_s"] = cfg.time_budget
             val_metrics = {"split": "val", **{k: v for k, v in metrics.items() if k != "per_trick"}}
             dh = cache.data_hash()
             save_weights(run / "last.safetensors", network, cfg.arch, dh, val_metrics, train_info)
@@ -357,6 +428,9 @@ def train(cfg: TrainConfig, log=print) -> dict:
         if step % cfg.ckpt_every == 0 or last:
             state["wall_s"] = wall0 + time.perf_counter() - t_start
             save_checkpoint(ckpt, network, optimizer, step, state)
+        if out_of_time:
+            log(f"time budget of {cfg.time_budget:.0f} s spent at step {step}", flush=True)
+            break
     bar.close()
     # the DDP reducer holds the process group's work threads: free it before the group
     # (destroying the group under a live reducer aborted a rank at exit on a loaded machine)

@@ -26,6 +26,7 @@ from .tokenizer import TOKEN_LAYOUT_VERSION
 FORMAT = "eqfast-oracle"
 FORMAT_VERSION = 1
 DEFAULT_MODEL = Path(__file__).resolve().parent.parent / "models" / "default.safetensors"
+ACCURATE_MODEL = DEFAULT_MODEL.with_name("accurate.safetensors")
 
 
 class OracleWeightsError(ValueError):
