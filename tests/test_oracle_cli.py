@@ -58,6 +58,19 @@ def test_train_resume_eval_export(data, tmp_path, capsys):
     capsys.readouterr()
 
     w = str(run / "best.safetensors")
+    # --init: a fresh run starts from those weights (its first evaluation is no worse than
+    # theirs at a tiny learning rate); another architecture is refused, naming the file
+    run3 = tmp_path / "run3"
+    common3 = [a if a != str(run) else str(run3) for a in common]
+    assert train_oracle.main([*common3, "--steps", "10", "--init", w, "--lr", "1e-9"]) == 0
+    start, _ = load_network(w)
+    tuned, _ = load_network(run3 / "last.safetensors")
+    for (name, x), y in zip(start.state_dict().items(), tuned.state_dict().values()):
+        torch.testing.assert_close(y, x, atol=1e-6, rtol=0, msg=name)
+    capsys.readouterr()
+    common4 = [a if a != str(run) else str(tmp_path / "run4") for a in common]
+    assert train_oracle.main([*common4, "--hidden", "16", "--init", w]) == 2
+    assert f"--init {w}: holds a" in capsys.readouterr().err
     assert eval_oracle.main(["--weights", w, "--data", str(data), "--split", "train",
                              "--json", "--speed-batch", "64"]) == 0
     m = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -73,3 +86,26 @@ def test_train_resume_eval_export(data, tmp_path, capsys):
     out = tmp_path / "oracle.pt"
     assert export_oracle.main(["--weights", w, "--out", str(out)]) == 0
     assert torch.jit.load(str(out)) is not None
+
+
+def test_time_budget_stops_checkpointed_and_resume_sees_it_spent(data, tmp_path, capsys):
+    """--time-budget: the run stops once the budget is spent, long before --steps, with a
+    final evaluation and checkpoint; the learning rate decays over the spent time; running
+    the command again trains no further step."""
+    from eqfast.oracle.train import TrainConfig, lr_at
+
+    run = tmp_path / "run"
+    args = ["--data", str(data), "--run", str(run), *ARCH, "--batch", "32", "--steps",
+            "10000000", "--time-budget", "1.5", "--eval-every", "1000000", "--val-rows", "50"]
+    assert train_oracle.main(args) == 0
+    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    assert len(history) == 1 and 1.5 <= history[0]["wall_s"] < 30
+    assert 0 < history[0]["step"] < 10000000 and (run / "checkpoint.safetensors").exists()
+    capsys.readouterr()
+    assert train_oracle.main(args) == 0
+    assert "time budget of 2 s is spent" in capsys.readouterr().out
+    assert len((run / "history.jsonl").read_text().splitlines()) == 1
+    cfg = TrainConfig(data="", run="", lr=1.0, warmup=0, steps=10, min_lr_frac=0.0, time_budget=100)
+    assert lr_at(cfg, 5, 0.0) == 1.0 and abs(lr_at(cfg, 5, 50.0) - 0.5) < 1e-9
+    assert lr_at(cfg, 5, 100.0) == 0.0 == lr_at(cfg, 5, 500.0)
+    assert train_oracle.main([*args[:-6], "--time-budget", "0"]) == 2

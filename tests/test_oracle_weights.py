@@ -114,6 +114,26 @@ def test_default_model_is_shipped_and_loads():
     assert DEFAULT_MODEL.stat().st_size < 8 * 1024 * 1024
 
 
+def test_accurate_model_is_shipped_and_beats_the_default_on_fresh_deals():
+    """The GPU default: loads through the factory, is what CUDA runs get without --oracle,
+    and its training record names the data, the machine and a fresh-deal evaluation better
+    than the default's recorded figure (both measured on deals 1e9.., docs/ORACLE.md)."""
+    from eqfast.oracle.factory import default_spec, oracle_from_spec
+    from eqfast.oracle.weights import ACCURATE_MODEL, read_weights
+
+    oracle, identity = oracle_from_spec("accurate")
+    assert identity["label"] == "shipped accurate" and identity["path"] == str(ACCURATE_MODEL)
+    with torch.no_grad():
+        q = oracle.module(*example_inputs(4))
+    assert q.shape == (4, 7) and torch.isfinite(q).all()
+    assert default_spec("cuda") == "accurate" and default_spec("cpu") == "default"
+    _, meta = read_weights(ACCURATE_MODEL)
+    for key in ("data", "machine", "command", "rows_seen", "wall_s"):
+        assert key in meta["train"], key
+    assert meta["metrics"]["fresh"]["q_gap"] < 0.40 and meta["metrics"]["fresh"]["positions"] == 56000
+    assert ACCURATE_MODEL.stat().st_size < 16 * 1024 * 1024
+
+
 def test_oracle_factory_builds_every_kind():
     """eqfast.oracle.factory.oracle_from_spec: the one way commands build an oracle."""
     from eqfast.oracle.exact import HybridOracle

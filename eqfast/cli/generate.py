@@ -71,9 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--profile", action="store_true", help="print a per-stage time table at the end")
 
     o = p.add_argument_group("oracle and device")
-    o.add_argument("--oracle", default="default",
-                   help="'default' (the network shipped in eqfast/models), 'exact' (the solver; "
-                        "slow), or a path to oracle weights (.safetensors)")
+    o.add_argument("--oracle", default=None,
+                   help="'default' (the small network shipped in eqfast/models, fast on a CPU), "
+                        "'accurate' (the larger shipped network, closer to the solver, ~7x the "
+                        "cost per row), 'exact' (the solver; slow), or a path to oracle "
+                        "weights (.safetensors) (default: 'accurate' on CUDA, else 'default')")
     o.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     o.add_argument("--backend", choices=["reference", "triton", "auto"], default="auto",
                    help="device stages: pure PyTorch, Triton kernels, or auto (triton on CUDA)")
@@ -187,7 +189,8 @@ def parse_n_by_trick(text: str) -> tuple[int, ...]:
 
 
 def check_args(args) -> str | None:
-    """The first problem with the arguments, or None."""
+    """The first problem with the arguments, or None; fills in the device's default
+    --oracle once the device is known to be valid."""
     for name in ("games", "games_per_batch", "n_samples"):
         if getattr(args, name) < 1:
             return f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}"
@@ -208,6 +211,9 @@ def check_args(args) -> str | None:
     problem = device_problem(args.device) or output_problem(args.out)
     if problem is not None:
         return problem
+    if args.oracle is None:
+        from ..oracle.factory import default_spec
+        args.oracle = default_spec(args.device)
     fast = args.pipeline == "fast" or (args.pipeline == "auto" and args.device.startswith("cuda"))
     solver_in_step = args.oracle == "exact" or args.exact_tricks > 0
     if fast and (args.sem is not None or args.n_by_trick is not None

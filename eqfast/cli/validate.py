@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "see --decisions)")
     p.add_argument("--oracle", default=None,
                    help="the records' oracle for --recompute and for --exact's per-world "
-                        "comparison: 'exact', 'default' or a weights path (default: the oracle "
+                        "comparison: 'exact', 'default', 'accurate' or a weights path (default: the oracle "
                         "the metadata names, with its --exact-tricks)")
     p.add_argument("--exact-tricks", type=int, default=None,
                    help="with --oracle: label the last this many tricks exactly (hybrid); "
@@ -100,7 +100,7 @@ def resolve_oracle(spec: str | None, metadata: dict, device, exact_tricks: int |
     exact_tricks and int8 quantization, so a hybrid or int8 run is checked against the
     oracle that made it. The warning says when the rebuilt oracle's SHA-256 is not the one
     the records were made with."""
-    from ..oracle.factory import oracle_from_spec
+    from ..oracle.factory import SHIPPED, oracle_from_spec
     identity = metadata.get("oracle") or {}
     name = spec if spec is not None else identity.get("name")
     if name is None:
@@ -109,7 +109,7 @@ def resolve_oracle(spec: str | None, metadata: dict, device, exact_tricks: int |
         exact_tricks = int(identity.get("exact_tricks") or 0) if spec is None else 0
     if not 0 <= exact_tricks <= 7:
         raise UsageError(f"--exact-tricks must be 0..7, got {exact_tricks}")
-    if name not in ("exact", "default") and not Path(name).is_file():
+    if name != "exact" and name not in SHIPPED and not Path(name).is_file():
         hint = "" if spec is not None else " (named in the records' metadata); pass --oracle"
         raise UsageError(f"cannot load oracle {name!r}{hint}: {name}: no such file")
     try:

@@ -27,7 +27,17 @@ from .weights import (ACCURATE_MODEL, DEFAULT_MODEL, OracleWeightsError, load_or
 SHIPPED = {"default": (DEFAULT_MODEL, "shipped default"),
            "accurate": (ACCURATE_MODEL, "shipped accurate")}
 
-__all__ = ["oracle_from_spec", "OracleWeightsError"]
+__all__ = ["oracle_from_spec", "default_spec", "OracleWeightsError"]
+
+
+def default_spec(device) -> str:
+    """The oracle a command uses when none is named: 'accurate' on CUDA (it answers millions
+    of rows a second there, so its ~7x cost per row over 'default' is cheap, and it is
+    closer to the solver), 'default' on the CPU, where the oracle is most of the engine's
+    time (docs/ORACLE.md)."""
+    import torch
+
+    return "accurate" if torch.device(device).type == "cuda" else "default"
 
 
 def oracle_from_spec(spec: str, device="cpu", *, exact_tricks: int = 0, quantize: bool = False,
