@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from eqfast.engine.fast import FastEngine
+from eqfast.engine.factory import build_engine, pipeline_name
 from eqfast.engine.pipeline import N_DECISIONS, Engine, EngineConfig, oracle_precision
 from eqfast.engine.posterior import PosteriorConfig
 from eqfast.oracle.tokenizer import N_CODES
@@ -100,19 +100,9 @@ def make_engine(args) -> tuple[Engine, str]:
                                 quantize=overrides.get("oracle_precision") == "int8")
     cfg = EngineConfig(n_samples=args.n_samples,
                        posterior=PosteriorConfig() if args.posterior else None, **overrides)
-    fast = args.pipeline == "fast" or (args.pipeline == "auto" and args.device.startswith("cuda"))
-    if fast:
-        engine = FastEngine(oracle, cfg, backend=args.backend, device=args.device,
-                            graphs=False if args.no_graphs else None)
-    else:
-        engine = Engine(oracle, cfg, backend=args.backend, device=args.device)
+    engine = build_engine(oracle, cfg, pipeline=args.pipeline, backend=args.backend,
+                          device=args.device, graphs=False if args.no_graphs else None)
     return engine, label
-
-
-def pipeline_name(engine: Engine) -> str:
-    if isinstance(engine, FastEngine):
-        return "fast (CUDA graphs)" if engine.graphs else "fast (no graphs)"
-    return "reference"
 
 
 # ---------------------------------------------------------------------------- measuring
@@ -150,9 +140,9 @@ def _sync(device: torch.device) -> None:
 def timed_run(engine: Engine, games: int, batches: int, seed_start: int) -> dict:
     """Play `batches` batches of `games` games; wall seconds and row counts of the run.
 
-    FastEngine runs through `FastEngine.run` (a writer thread takes each finished batch
-    while the device plays the next: the double buffering eqfast-generate uses), with a
-    sink that only counts records; the reference Engine plays batch after batch."""
+    Through `engine.run`, as eqfast-generate drives it (FastEngine: a writer thread takes
+    each finished batch while the device plays the next; Engine: batch after batch), with a
+    sink that only counts records."""
     profiling.reset_stage_times()
     engine.oracle_rows = engine.world_rows = 0
     cuda = engine.device.type == "cuda"
@@ -164,14 +154,11 @@ def timed_run(engine: Engine, games: int, batches: int, seed_start: int) -> dict
         seed_lists = [list(range(seed_start + b * games, seed_start + (b + 1) * games))
                       for b in range(batches)]
         records = 0
-        if isinstance(engine, FastEngine):
-            def sink(seeds, recs):
-                nonlocal records
-                records += len(recs)
-            engine.run(seed_lists, sink)
-        else:
-            for seeds in seed_lists:
-                records += len(engine.play(seeds))
+
+        def sink(seeds, recs):
+            nonlocal records
+            records += len(recs)
+        engine.run(seed_lists, sink)
         _sync(engine.device)
         seconds = time.perf_counter() - t0
     if cuda:

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import torch
 
-from ..data.schema import InvariantError, require_invariants
+from ..data.schema import InvariantError
 from ..data.shards import (OutputError, ShardError, completed_seed_ranges,
                            incomplete_seed_ranges, lock_output, output_problem, run_metadata,
                            write_split_shards)
-from ..engine.fast import FastEngine
-from ..engine.pipeline import ORACLE_PRECISIONS, Engine, EngineConfig
+from ..engine.factory import build_engine, resolve_pipeline
+from ..engine.pipeline import ORACLE_PRECISIONS, EngineConfig
 from ..engine.policy import ExplorationConfig
 from ..engine.posterior import PosteriorConfig
 from ..engine.games import parse_decl_mode
@@ -214,15 +214,13 @@ def check_args(args) -> str | None:
     if args.oracle is None:
         from ..oracle.factory import default_spec
         args.oracle = default_spec(args.device)
-    fast = args.pipeline == "fast" or (args.pipeline == "auto" and args.device.startswith("cuda"))
-    solver_in_step = args.oracle == "exact" or args.exact_tricks > 0
-    if fast and (args.sem is not None or args.n_by_trick is not None
-                 or (solver_in_step and args.device.startswith("cuda"))):
-        return ("the fast pipeline needs a fixed --n-samples (no --sem, no --n-by-trick) and, "
-                "on CUDA, a pure "
-                "network oracle (no exact/--exact-tricks: the C solver cannot run inside a "
-                "CUDA graph); use --pipeline reference")
-    return None
+    from ..engine.factory import pipeline_problem
+    try:
+        cfg = engine_config(args)
+    except ValueError as e:
+        return str(e)
+    return pipeline_problem(args.pipeline, args.device, cfg,
+                            solver_in_step=args.oracle == "exact" or args.exact_tricks > 0)
 
 
 def engine_config(args) -> EngineConfig:
@@ -272,14 +270,10 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     problem = check_args(args)
-    if problem is None:
-        try:
-            cfg = engine_config(args)
-        except ValueError as e:
-            problem = str(e)
     if problem is not None:
         print(f"eqfast-generate: {problem}", file=sys.stderr)
         return 2
+    cfg = engine_config(args)                  # check_args built it once without error
     for note in unused_flags(args, parser):
         print(f"eqfast-generate: warning: {note}", file=sys.stderr)
     if args.threads > 0:
@@ -310,12 +304,9 @@ def run(args, cfg: EngineConfig, oracle, identity: dict) -> int:
     if problem is not None:
         print(f"eqfast-generate: {problem}", file=sys.stderr)
         return 2
-    fast = args.pipeline == "fast" or (args.pipeline == "auto" and args.device.startswith("cuda"))
-    if fast:
-        engine = FastEngine(oracle, cfg, backend=args.backend, device=args.device,
-                            graphs=False if args.no_graphs else None)
-    else:
-        engine = Engine(oracle, cfg, backend=args.backend, device=args.device)
+    pipeline = resolve_pipeline(args.pipeline, args.device)
+    engine = build_engine(oracle, cfg, pipeline=pipeline, backend=args.backend,
+                          device=args.device, graphs=False if args.no_graphs else None)
 
     n_games = None if args.target_games == 0 else (args.target_games or args.games)
     end = None if n_games is None else args.seed_start + n_games
@@ -343,7 +334,7 @@ def run(args, cfg: EngineConfig, oracle, identity: dict) -> int:
             posterior=cfg.posterior, exploration=cfg.exploration, oracle=identity,
             n_samples=cfg.n_samples, records=records,
             extra={"settings": settings, "seed_range": [seeds[0], seeds[-1]], "run_seed": cfg.seed,
-                   "backend": engine.backend.name, "pipeline": "fast" if fast else "reference",
+                   "backend": engine.backend.name, "pipeline": pipeline,
                    "device": str(engine.device), "decl_mode": cfg.decl_mode,
                    "oracle_precision": cfg.oracle_precision,
                    "adaptive": {"sem": cfg.sem, "max_samples": cfg.max_samples},
@@ -356,13 +347,7 @@ def run(args, cfg: EngineConfig, oracle, identity: dict) -> int:
 
     try:
         with bar:
-            if fast:
-                engine.run(batches, sink, on_batch=lambda seeds: interrupt.requested)
-            else:
-                for seeds in batches:
-                    sink(seeds, require_invariants(engine.play(seeds), seeds))
-                    if interrupt.requested:
-                        break
+            engine.run(batches, sink, on_batch=lambda seeds: interrupt.requested)
     except KeyboardInterrupt:
         print("eqfast-generate: batch in flight dropped; saved shards are intact", file=sys.stderr)
         return 130

@@ -48,8 +48,8 @@ from ..rules.deal import mix_seeds
 from ..utils.checks import host_checks_off
 from ..utils.profiling import stage
 from .games import setup_games
-from .pipeline import (N_DECISIONS, STREAM_POLICY, STREAM_WORLDS, Engine, EngineConfig,
-                       oracle_precision)
+from .pipeline import (N_DECISIONS, STREAM_POLICY, STREAM_WORLDS, Backend, EngineConfig,
+                       make_backend, oracle_precision)
 from .moments import Moments
 from .policy import Selection, policy_uniforms, select_with_uniforms
 from .records import record_tensors
@@ -287,12 +287,19 @@ class _Finished:
     seeds: list
 
 
-class FastEngine(Engine):
-    """Graph-captured, double-buffered engine (see module doc). `graphs` defaults to CUDA."""
+class FastEngine:
+    """Graph-captured, double-buffered engine (see module doc). `graphs` defaults to CUDA.
+    The same interface as `Engine`: play(seeds), run(batches, sink), backend, device and the
+    oracle_rows / world_rows counters (here every world's rows: no de-duplication)."""
 
     def __init__(self, oracle, cfg: EngineConfig = EngineConfig(), backend="auto", device="cpu",
                  graphs: bool | None = None, max_graphs: int = 4):
-        super().__init__(oracle, cfg, backend, device)
+        self.oracle = oracle
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.backend = backend if isinstance(backend, Backend) else make_backend(backend, self.device)
+        self.oracle_rows = 0
+        self.world_rows = 0
         if cfg.sem is not None or cfg.n_by_trick is not None:
             raise ValueError("FastEngine runs a fixed N per decision: adaptive sampling (sem) "
                              "and per-trick world budgets (n_by_trick) need the reference "

@@ -53,7 +53,7 @@ from .posterior import PosteriorConfig
 from .records import records_from_step
 from .sampling import world_ranks
 from .worlds import build_oracle_batch, prefix_oracle_batch, world_owners, world_tile_masks
-from ..data.schema import DecisionRecords
+from ..data.schema import DecisionRecords, require_invariants
 
 STREAM_WORLDS = 1
 STREAM_POLICY = 2
@@ -245,6 +245,20 @@ class Engine:
             with stage("advance"):
                 games = self.backend.play(games, slot)
         return DecisionRecords.cat(steps).sort_by_game()
+
+    def run(self, batches, sink, on_batch=None) -> int:
+        """The engine interface commands drive (FastEngine.run has the same contract): play
+        every seed list of `batches` and call sink(seeds, records) with each batch's records
+        once `require_invariants` passed; `on_batch(seeds)` returning True stops after that
+        batch. Returns the number of batches written. Here: batch after batch on the
+        calling thread."""
+        written = 0
+        for seeds in batches:
+            sink(seeds, require_invariants(self.play(seeds), seeds))
+            written += 1
+            if on_batch is not None and on_batch(seeds):
+                break
+        return written
 
     # ------------------------------------------------------------------ one decision
     def _keys(self, seeds, decision: int, stream: int) -> torch.Tensor:
