@@ -40,6 +40,7 @@ setup(
         "eqfast-solve=eqfast.cli.solve:main",
         "eqfast-train-oracle=eqfast.cli.train_oracle:main",
         "eqfast-eval-oracle=eqfast.cli.eval_oracle:main",
+        "eqfast-oracle-ladder=eqfast.cli.oracle_ladder:main",
         "eqfast-export-oracle=eqfast.cli.export_oracle:main",
         "eqfast-generate=eqfast.cli.generate:main",
         "eqfast-view=eqfast.cli.view:main",

@@ -1,0 +1,131 @@
+"""The fidelity/speed frontier of the label configurations: for each configuration, generate
+the same fixed games (seeds, N, greedy play, worlds stored), time it on one and on two
+threads, and measure its labels with `eqfast-validate --exact` (oracle-induced E[Q] error
+on the records' own worlds, sampling error, total error against a fresh exact reference,
+argmax agreement and regret over decisions with >= 2 legal moves, per trick).
+
+    python benchmarks/label_frontier.py --out runs/frontier            # every configuration
+    python benchmarks/label_frontier.py --out runs/frontier --only exact-n100,network
+    python benchmarks/label_frontier.py --out runs/frontier --table    # the markdown table
+
+Each configuration's results land in OUT/<name>/ (records, generate and validate output)
+and one line of OUT/frontier.jsonl; a configuration already in that file is skipped, so an
+interrupted run resumes. Games/s comes from eqfast-generate's own summary (the run's wall
+time, the oracle's load excluded); it moves with whatever else the machine runs, so the
+table records the conditions.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+#: name -> eqfast-generate flags (besides the common ones below)
+CONFIGS = {
+    "network": ["--oracle", "default"],
+    "accurate": ["--oracle", "accurate"],
+    "network+exact3": ["--oracle", "default", "--exact-tricks", "3"],
+    "network+exact5": ["--oracle", "default", "--exact-tricks", "5"],
+    "accurate+exact5": ["--oracle", "accurate", "--exact-tricks", "5"],
+    "exact-n100": ["--oracle", "exact"],
+    "exact-n50": ["--oracle", "exact", "--n-samples", "50"],
+    "exact-by-trick": ["--oracle", "exact", "--n-by-trick", "25,50,100,100,100,100,100"],
+    "exact-sem": ["--oracle", "exact", "--n-samples", "25", "--sem", "1.0", "--max-samples", "100"],
+}
+COMMON = ["--games", "24", "--seed-start", "880000000", "--games-per-batch", "24",
+          "--n-samples", "100", "--pipeline", "reference", "--quiet"]
+
+
+def generate(flags: list[str], out: Path, threads: int, store: bool) -> dict:
+    if out.exists():
+        shutil.rmtree(out)
+    cmd = ["eqfast-generate", "--out", str(out), *COMMON, *flags, "--threads", str(threads)]
+    if store:
+        cmd.append("--store-worlds")
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure(name: str, out: Path, max_enumerate: int) -> dict:
+    flags = CONFIGS[name]
+    d = out / name
+    d.mkdir(parents=True, exist_ok=True)
+    two = generate(flags, d / "timing2", 2, store=False)
+    shutil.rmtree(d / "timing2")
+    one = generate(flags, d / "records", 1, store=True)
+    t0 = time.perf_counter()
+    cmd = ["eqfast-validate", str(d / "records"), "--exact", "0", "--max-enumerate",
+           str(max_enumerate), "--json"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    (d / "validate.txt").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
+    report = json.loads(done.stdout.strip().splitlines()[-1])["exact"]
+    report.pop("records", None)
+    return {"config": name, "flags": flags, "games_per_s_1": one["games_per_s"],
+            "games_per_s_2": two["games_per_s"], "validate_s": round(time.perf_counter() - t0),
+            "exact": report}
+
+
+def fmt(x, digits=2):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def table(rows: list[dict]) -> str:
+    out = ["| configuration | oracle RMSE | oracle mean abs | sampling floor rms | total RMSE "
+           "| argmax = exact | regret | oracle RMSE tricks 1..7 | games/s 1 / 2 threads |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+    for r in rows:
+        e = r["exact"]
+        per = " / ".join(fmt(e["by_trick"][str(t)]["oracle_rmse"], 1)
+                         if str(t) in e["by_trick"] else "-" for t in range(1, 8))
+        out.append(f"| {r['config']} | {fmt(e['oracle_rmse'])} | {fmt(e['oracle_mae'])} | "
+                   f"{fmt(e['sampling_floor_rms'])} | {fmt(e['total_rmse'])} | "
+                   f"{fmt(100 * e['argmax_agreement'], 0)}% | {fmt(e['mean_regret'], 3)} | "
+                   f"{per} | {fmt(r['games_per_s_1'])} / {fmt(r['games_per_s_2'])} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True, help="results directory")
+    ap.add_argument("--only", default=None, help="comma-separated configuration names "
+                    f"(of {', '.join(CONFIGS)})")
+    ap.add_argument("--max-enumerate", type=int, default=2000,
+                    help="size of the fresh exact reference (eqfast-validate --max-enumerate)")
+    ap.add_argument("--table", action="store_true", help="print the markdown table and stop")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "frontier.jsonl"
+    done = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
+    if a.table:
+        order = {name: i for i, name in enumerate(CONFIGS)}
+        print(table(sorted(done, key=lambda r: order.get(r["config"], 99))))
+        return 0
+    names = a.only.split(",") if a.only else list(CONFIGS)
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        ap.error(f"unknown configuration(s) {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
+    for name in names:
+        if any(r["config"] == name for r in done):
+            print(f"{name}: done earlier", flush=True)
+            continue
+        t0 = time.perf_counter()
+        row = measure(name, out, a.max_enumerate)
+        with results.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"{name}: {time.perf_counter() - t0:.0f} s; oracle RMSE "
+              f"{fmt(row['exact']['oracle_rmse'])}, total {fmt(row['exact']['total_rmse'])}, "
+              f"{row['games_per_s_1']:.2f} games/s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
