@@ -6,7 +6,7 @@ Pipelines: "reference" (eqfast.engine.pipeline.Engine: de-duplicated oracle rows
 CUDA graph per batch of 28 decision steps). Backend auto: triton on CUDA, reference on the CPU.
 
 Oracles: the shipped default (eqfast/models/default.safetensors, TorchScript) and, on CUDA
-only (on the CPU they run at ~1K rows/s), transformers of the spec's 816K and 3.3M sizes
+only (on the CPU they run at ~1K rows/s), transformers of the earlier implementation's 816K and 3.3M sizes
 with random weights (speed does not depend on the weights; `speed_test_network` scales
 the output head so Q stays a possible value).
 

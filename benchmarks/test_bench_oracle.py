@@ -1,5 +1,5 @@
 """Oracle throughput on this machine: rows/s of the tokenizer alone, the shipped network
-eager and TorchScript, and a random-weight transformer of the spec's 816K size.
+eager and TorchScript, and a random-weight transformer of the earlier implementation's 816K size.
 
 Run: PYTHONPATH=. python -m pytest benchmarks/test_bench_oracle.py --benchmark-enable
      (add -k "4096" for one batch size; EQFAST_BENCH_THREADS=n sets torch threads, default 1)
@@ -108,5 +108,5 @@ def test_transformer_816k(benchmark, positions, n):
     module = script_module(net)
     b = positions.select(slice(0, n))
     _run(benchmark, lambda: module(b.hands, b.remaining, b.decl, b.trick, b.actor), n,
-         "transformer d128 x4 layers (spec's 816K size), random weights, TorchScript",
+         "transformer d128 x4 layers (816K size), random weights, TorchScript",
          count_parameters(net))

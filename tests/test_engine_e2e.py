@@ -129,7 +129,7 @@ def test_adaptive_sampling_adds_worlds_only_where_needed():
 
 
 def _brute_force_posterior_eq(state: GameState, tau: float, beta: float, window: int, delta: float):
-    """Posterior-weighted E[Q] over every consistent world, written from spec 000 §4.5 with
+    """Posterior-weighted E[Q] over every consistent world, written from eqfast/engine/posterior.py's formulas with
     the solver and GameState only: replay each world's transcript, score the last `window`
     plays with the advantage-softmax behaviour model, clip the log-weights to [-delta, 0]."""
     import math

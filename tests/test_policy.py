@@ -1,4 +1,4 @@
-"""Action selection (spec 000 §4.7): each mode, the order blunder -> epsilon -> boltzmann,
+"""Action selection (eqfast/engine/policy.py): each mode, the order blunder -> epsilon -> boltzmann,
 determinism by key, and the recorded q_gap / entropy."""
 import math
 

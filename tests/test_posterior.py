@@ -1,4 +1,4 @@
-"""Posterior weights (spec 000 §4.5): hand-computed cases, beta = 1, delta clipping, ESS,
+"""Posterior weights (eqfast/engine/posterior.py): hand-computed cases, beta = 1, delta clipping, ESS,
 -inf and padding worlds, integrity errors, re-mixing, and a loop reference on random input."""
 import math
 

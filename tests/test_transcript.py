@@ -1,4 +1,4 @@
-"""Stage 2 transcript tokens (spec 002): the spec's worked example by hand, the batched
+"""Stage 2 transcript tokens (docs/DATASET.md): its worked example by hand, the batched
 tokenizer against the single-game loop on random mid-hand games, and current_hand_order."""
 import torch
 
@@ -9,8 +9,8 @@ from eqfast.rules.batched import BatchedGames
 from eqfast.rules.tables import tile_id
 
 
-def test_spec_002_example_by_hand():
-    # spec 002: my_hand [5, 7, 12], plays (0, 20) then (1, 15), fives trump, player 1's view
+def test_documented_example_by_hand():
+    # docs/DATASET.md's example: my_hand [5, 7, 12], plays (0, 20) then (1, 15), fives trump, player 1's view
     tokens = tokenize_transcript([12, 5, 7], [(0, 20), (1, 15)], decl_id=5, current_player=1)
     expected = [
         # high low dbl count player in_hand decl type

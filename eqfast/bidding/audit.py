@@ -1,5 +1,5 @@
 """The network path: bulk values from a Stage 1 network, checked by the exact solver where
-a wrong value could change the answer (spec 004 §7).
+a wrong value could change the answer (docs/BIDDING.md, "The network path and its audits").
 
 1. **Targeted audits.** A cell (c, k) is decided by the completions whose network value lies
    near its threshold: |V_net - need| < margin can flip make/set. Rows are audited (solved

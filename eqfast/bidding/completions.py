@@ -1,7 +1,7 @@
 """Completion models: distributions over the deals consistent with the bidder's hand.
 
-Every probability the bidding evaluator reports is P_M(make) for a named model M (spec 004:
-"P(make)" is undefined without one), so each model carries a label that goes into every
+Every probability the bidding evaluator reports is P_M(make) for a named model M ("P(make)"
+is undefined without one), so each model carries a label that goes into every
 output.
 
 Completion i of a run is a pure function of (seed, i): growing N (sequential stopping)
@@ -32,7 +32,7 @@ class CompletionModel(Protocol):
 
 
 class UniformCompletions:
-    """M1 of spec 004: every partition of the 21 hidden tiles into three hands of 7 is
+    """The uniform model (label M1): every partition of the 21 hidden tiles into three hands of 7 is
     equally likely (the bidder opens; no auction evidence shapes the hidden hands)."""
 
     label = "uniform_consistent"

@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="games played in lockstep and written as one shard per split")
     g.add_argument("--seed", type=int, default=0, help="run seed for world and policy draws")
     g.add_argument("--format", choices=["safetensors", "pt"], default="safetensors",
-                   help="'pt' also writes the spec's .pt dict beside each shard (the safetensors "
+                   help="'pt' also writes the .pt dict of the earlier implementation's format beside each shard (the safetensors "
                         "file and its JSON sidecar are always written: resume and checks use them)")
     g.add_argument("--store-worlds", action="store_true",
                    help="keep per-world Q and weights in the records (for eqfast-view's debug view)")
@@ -111,14 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "below this many points (or --max-samples)")
     s.add_argument("--max-samples", type=int, default=800, help="adaptive: most worlds per decision")
 
-    q = p.add_argument_group("posterior weighting (spec 000 section 4.5)")
+    q = p.add_argument_group("posterior weighting (eqfast/engine/posterior.py)")
     q.add_argument("--posterior", action="store_true", help="weight worlds by transcript likelihood")
     q.add_argument("--tau", type=float, default=10.0, help="behaviour-model temperature")
     q.add_argument("--beta", type=float, default=0.10, help="uniform mixing of the behaviour model")
     q.add_argument("--window", type=int, default=8, help="K: plays scored")
     q.add_argument("--delta", type=float, default=30.0, help="log-weight clip")
 
-    e = p.add_argument_group("exploration (spec 000 section 4.7)")
+    e = p.add_argument_group("exploration (eqfast/engine/policy.py)")
     e.add_argument("--temperature", type=float, default=0.0, help="Boltzmann temperature (0 = greedy)")
     e.add_argument("--epsilon", type=float, default=0.0, help="random legal move probability")
     e.add_argument("--blunder-rate", type=float, default=0.0, help="bounded-regret blunder probability")

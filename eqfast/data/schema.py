@@ -1,5 +1,5 @@
-"""Dataset schema 2.1 (spec 000 §5, §5.0): the fields of a decision record, the
-`DecisionRecords` container, the train/val/test split and the §7.1 invariant checks.
+"""Dataset schema 2.1 (docs/DATASET.md): the fields of a decision record, the
+`DecisionRecords` container, the train/val/test split and the invariant checks.
 
 One row per decision (one play of one simulated game). Per-slot fields index the actor's
 CURRENT hand in the order of its hand tokens (sorted by tile id), padded to 7; see
@@ -39,7 +39,7 @@ class Field:
 
 FIELDS: dict[str, Field] = {
     "transcript_tokens": Field(torch.int8, (MAX_TOKENS, N_FEATURES),
-                               "spec 002 tokens: decl, current hand, plays; zero padded"),
+                               "transcript tokens: decl, current hand, plays; zero padded"),
     "transcript_lengths": Field(torch.int64, (), "tokens before padding (1 + hand + plays)"),
     "e_q_mean": Field(torch.float32, (7,), "E[Q] per current-hand slot, points, actor frame; "
                                            "-inf beyond the hand size"),
@@ -190,7 +190,7 @@ def require_invariants(records: DecisionRecords, seeds) -> DecisionRecords:
 
 
 def check_invariants(records: DecisionRecords, atol: float = 1e-4) -> list[str]:
-    """Spec 000 §7.1 checks plus the layout rules of schema 2.1; a list of problems (empty =
+    """The record invariants (docs/DATASET.md, "Invariants") and the layout rules of schema 2.1; a list of problems (empty =
     clean), each naming the field and the offending rows."""
     from ..rules.tables import torch_tables
 

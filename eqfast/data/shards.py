@@ -5,7 +5,7 @@ Layout under an output directory, one shard per (split, seed range), seeds inclu
     train/shard_000000-000099.safetensors   the record tensors (schema 2.1 fields)
     train/shard_000000-000099.json          sidecar: metadata + {"shard": size, sha256, ...}
     val/...   test/...                      same names (the split is a hash of the seed)
-    train/shard_000000-000099.pt            only with format "pt": the spec's torch dict
+    train/shard_000000-000099.pt            only with format "pt": the earlier implementation's torch dict
                                             (every field tensor + "metadata")
 
 The tensor file is written first and the sidecar last, each by temp file + os.replace, so a

@@ -1,4 +1,4 @@
-"""Action selection of the transcript-generation policy (spec 000 §4.7), batched over G games.
+"""Action selection of the transcript-generation policy, batched over G games.
 
 Mechanisms, applied in this order for each decision (the first that fires wins):
 

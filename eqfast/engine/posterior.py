@@ -1,4 +1,4 @@
-"""Posterior world weights from the recent transcript (spec 000 §4.5), on queried oracle output.
+"""Posterior world weights from the recent transcript , on queried oracle output.
 
 For each decision (G of them) and each sampled world (N), the pipeline has re-queried the
 oracle at the last K plays of the transcript, in the frame of the player who made each
@@ -6,24 +6,24 @@ play. This module turns those per-step Q into log-weights:
 
     log w_i = sum over valid window steps j of log pi_beh(a_j | I_j(w_i))
 
-with the behaviour model of §4.5.1
+with the behaviour model
 
     A(a)    = Q(a) - mean over legal a' of Q(a')
     p_soft  = softmax over legal of A / tau
     pi_beh  = (1 - beta) p_soft + beta Unif(legal)
 
 computed in log space as logaddexp(log(1-beta) + log_softmax, log(beta) - log n_legal):
-exact, and needs no `+1e-30` inside a log even when beta = 0 (spec §4.5.1 uses one).
+exact, and needs no small constant inside a log even when beta = 0.
 
-Integrity (§4.5.3), per (game, step, world):
+Integrity, per (game, step, world):
 - observed tile not in the actor's reconstructed hand (observed slot -1): the world
   contradicts the transcript, log w = -inf.
 - observed tile in hand but illegal there: a reconstruction or rules bug. `strict` raises a
   ValueError naming game, step and world; otherwise the step is skipped for that world
   (contributes 0) and counted in `n_illegal`.
 
-Stabilization (§4.5.2), per decision: subtract the max, clip to [-delta, 0] (-inf stays
--inf), normalize. Then ESS-triggered re-mixing (§6.3), the rule chosen here:
+Stabilization, per decision: subtract the max, clip to [-delta, 0] (-inf stays
+-inf), normalize. Then ESS-triggered re-mixing, the rule chosen here:
 
     if ESS < ess_remix_threshold * n_valid:
         w <- (1 - lam) w + lam * Unif(consistent worlds)

@@ -1,7 +1,7 @@
 """Decision records (dataset schema 2.1) from the engine's per-step outputs, and metadata.
 
 The engine works in the actor's 7 initial-hand slots (the oracle's slot space); the
-dataset indexes the actor's CURRENT hand in hand-token order (spec 000 §5). This module
+dataset indexes the actor's CURRENT hand in hand-token order (docs/DATASET.md). This module
 does that remapping once, with `current_hand_order`:
 
     record[..., i] = engine[..., slot_of_position[i]]   for i < hand size

@@ -1,4 +1,4 @@
-"""Stage 2 transcript tokens (spec 002, tokenizer_version "transcript_v1"): public info only.
+"""Stage 2 transcript tokens (tokenizer_version "transcript_v1", docs/DATASET.md): public info only.
 
 One sequence per decision, from the acting player's viewpoint:
 
@@ -102,7 +102,7 @@ def transcript_tokens(games) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def tokenize_transcript(my_hand, plays, decl_id: int, current_player: int) -> torch.Tensor:
-    """One sequence [1 + len(my_hand) + len(plays), 8] int8, unpadded: spec 002's single-game
+    """One sequence [1 + len(my_hand) + len(plays), 8] int8, unpadded: the single-game
     form (my_hand: tile ids; plays: (absolute seat, tile id) pairs). A plain loop, kept as
     the readable reference that tests compare `transcript_tokens` against."""
     from ..rules.tables import HIGH, IS_DOUBLE, LOW, POINTS

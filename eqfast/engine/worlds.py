@@ -1,4 +1,5 @@
-"""Stage 3 of the E[Q] engine: sampled worlds as oracle positions (spec 000 §4.3, §4.5.0).
+"""Stage 3 of the E[Q] engine: sampled worlds as oracle positions (docs/DATASET.md,
+"Recomputing a record from its stored worlds").
 
 Each sampled world fixes every seat's remaining tiles; with the public transcript that
 fixes every seat's *initial* hand: initial_p = sort(remaining_p ∪ played_by_p). The

@@ -26,10 +26,10 @@ Q_SCALE = 42.0
 DEFAULT_CONFIGS = {
     "mlp": {"arch": "mlp", "hidden": 256, "depth": 2, "roles": 1},
     "transformer": {"arch": "transformer", "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128},
-    # The spec's 816K-parameter transformer size, for speed comparisons.
+    # The 816K-parameter transformer size of the earlier implementation, for speed comparisons.
     "transformer816k": {"arch": "transformer", "d_model": 128, "n_layers": 4, "n_heads": 8,
                         "d_ff": 512},
-    # The spec's 3.3M-parameter transformer size (speed comparisons on a GPU).
+    # The 3.3M-parameter transformer size of the earlier implementation (speed comparisons on a GPU).
     "transformer3m": {"arch": "transformer", "d_model": 256, "n_layers": 4, "n_heads": 8,
                       "d_ff": 768},
 }
