@@ -38,6 +38,7 @@ setup(
     },
     entry_points={"console_scripts": [
         "eqfast-solve=eqfast.cli.solve:main",
+        "eqfast-label-oracle=eqfast.cli.label_oracle:main",
         "eqfast-train-oracle=eqfast.cli.train_oracle:main",
         "eqfast-eval-oracle=eqfast.cli.eval_oracle:main",
         "eqfast-oracle-ladder=eqfast.cli.oracle_ladder:main",

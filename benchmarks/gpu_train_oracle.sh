@@ -6,7 +6,7 @@
 #
 # Timeline (seconds from the start, DEADLINE=530 by default):
 #   0     install (pip -e ., the C solver must build: the labellers need it)
-#   ~10   LABELLERS processes of `python -m eqfast.oracle.dataset`, each its own directory
+#   ~10   LABELLERS processes of `eqfast-label-oracle`, each its own directory
 #         and deal range (worker w: deals 10,000,000 w + ...; fresh-deal evaluations use
 #         deals >= 1,000,000,000), until the end; the GPU test suite beside them
 #   ~30   the transformer trains (bf16, torch.compile, --follow: it reads the shards as
@@ -63,7 +63,7 @@ DIRS=""
 for w in $(seq 0 $(( LABELLERS - 1 ))); do
     d="$WORK/lab/w$(printf %02d $w)"
     DIRS="${DIRS:+$DIRS,}$d"
-    $PY -m eqfast.oracle.dataset --out "$d" --deal-offset $(( w * 10000000 )) \
+    $PY -m eqfast.cli.label_oracle --out "$d" --deal-offset $(( w * 10000000 )) \
         --deals-per-shard $DEALS --shards 1000000 > "$d.log" 2>&1 &
 done
 log "$LABELLERS labellers started"

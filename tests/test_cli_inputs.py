@@ -99,7 +99,7 @@ def test_train_oracle_refuses_a_generate_dataset_and_leaves_nothing(tmp_path, da
     data = dataset / sub if sub else dataset
     run = tmp_path / "run"
     proc = run_cli("train-oracle", "--data", data, "--run", run, "--steps", "1")
-    assert_usage_error(proc, str(data), "eqfast.oracle.dataset")
+    assert_usage_error(proc, str(data), "eqfast-label-oracle")
     assert not run.exists()
 
 
@@ -130,7 +130,8 @@ def _parser(tool: str) -> argparse.ArgumentParser:
     return importlib.import_module(f"eqfast.cli.{tool.replace('-', '_')}").build_parser()
 
 
-@pytest.mark.parametrize("tool", ["eval-oracle", "export-oracle", "train-oracle"])
+@pytest.mark.parametrize("tool", ["eval-oracle", "export-oracle", "train-oracle", "label-oracle",
+                                  "oracle-ladder"])
 def test_oracle_tools_explain_every_flag_and_its_default(tool):
     parser = _parser(tool)
     for action in parser._actions:
@@ -145,7 +146,7 @@ def test_oracle_tools_explain_every_flag_and_its_default(tool):
 
 
 @pytest.mark.parametrize("tool", ["eval-oracle", "export-oracle", "train-oracle", "generate",
-                                  "validate", "view"])
+                                  "validate", "view", "label-oracle", "oracle-ladder"])
 def test_help_states_each_default_once(tool):
     """No "(default: None)" after a help that already says what happens by default, nor
     "(default: False)" after an on/off switch."""
@@ -163,7 +164,7 @@ def test_readme_says_where_oracle_labelling_happens():
     from cliutil import REPO
     line = next(l for l in (REPO / "README.md").read_text().splitlines()
                 if l.startswith("| `eqfast-train-oracle`"))
-    assert "eqfast.oracle.dataset" in line
+    assert "eqfast-label-oracle" in line
 
 
 # ---------------------------------------------------------------------------- ess

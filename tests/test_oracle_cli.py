@@ -7,7 +7,9 @@ import torch
 pytest.importorskip("eqfast.solver._csolver", reason="C solver not built")
 
 from eqfast.cli import eval_oracle, export_oracle, train_oracle  # noqa: E402
-from eqfast.oracle.dataset import build_card, generate, load_shards  # noqa: E402
+from eqfast.oracle.card import build_card  # noqa: E402
+from eqfast.oracle.dataset import load_shards  # noqa: E402
+from eqfast.oracle.labelling import generate  # noqa: E402
 from eqfast.oracle.weights import load_network  # noqa: E402
 
 ARCH = ["--hidden", "24", "--depth", "1", "--roles", "1"]
@@ -109,3 +111,19 @@ def test_time_budget_stops_checkpointed_and_resume_sees_it_spent(data, tmp_path,
     assert lr_at(cfg, 5, 0.0) == 1.0 and abs(lr_at(cfg, 5, 50.0) - 0.5) < 1e-9
     assert lr_at(cfg, 5, 100.0) == 0.0 == lr_at(cfg, 5, 500.0)
     assert train_oracle.main([*args[:-6], "--time-budget", "0"]) == 2
+
+
+def test_label_oracle_command_resumes_and_refuses_another_layout(tmp_path, capsys):
+    from eqfast.cli import label_oracle
+
+    out = tmp_path / "labels"
+    assert label_oracle.main(["--out", str(out), "--shards", "2", "--deals-per-shard", "2"]) == 0
+    first = (out / "shard_00000.safetensors").stat().st_mtime_ns
+    assert label_oracle.main(["--out", str(out), "--shards", "3", "--deals-per-shard", "2"]) == 0
+    assert (out / "shard_00000.safetensors").stat().st_mtime_ns == first   # kept, not redone
+    assert json.loads((out / "card.json").read_text())["shards"] == 3
+    capsys.readouterr()
+    assert label_oracle.main(["--out", str(out), "--deals-per-shard", "5"]) == 2
+    assert "holds 2 deals per shard" in capsys.readouterr().err
+    assert label_oracle.main(["--out", str(out), "--shards", "0"]) == 2
+    assert "--shards must be >= 1" in capsys.readouterr().err

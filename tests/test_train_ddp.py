@@ -16,7 +16,7 @@ pytest.importorskip("eqfast.solver._csolver", reason="C solver not built")
 import torch.distributed  # noqa: E402
 
 from eqfast.cli import train_oracle  # noqa: E402
-from eqfast.oracle.dataset import generate  # noqa: E402
+from eqfast.oracle.labelling import generate  # noqa: E402
 from eqfast.oracle.weights import load_network  # noqa: E402
 
 if not torch.distributed.is_available():

@@ -20,7 +20,7 @@ Four steps, each a measurement that can fail on its own:
 `success_table` puts the trained file's figures beside the targets of the value-function
 design (val MSE < 0.005, test MSE < 0.01, mean abs error < 2 points, PIMC agreement > 90%,
 one-position inference < 1 ms, file < 2 MB). Labels come from the exact solver
-(eqfast.oracle.dataset.label_deal); deal numbers are fixed per step and disjoint from the
+(eqfast.oracle.dataset.label_deal, as eqfast-label-oracle labels); deal numbers are fixed per step and disjoint from the
 training data's (docs/ORACLE.md, "Confidence ladder").
 """
 from __future__ import annotations

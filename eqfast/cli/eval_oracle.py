@@ -37,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=HelpFormatter)
     ap.add_argument("--weights", default=str(DEFAULT_MODEL),
                     help="oracle weights (.safetensors) to evaluate")
-    ap.add_argument("--data", help="directory of solver-labelled shards (python -m "
-                                   "eqfast.oracle.dataset) to evaluate on; when left out, "
+    ap.add_argument("--data", help="directory of solver-labelled shards (eqfast-label-oracle) "
+                                   "to evaluate on; when left out, "
                                    "--seed-start is required")
     ap.add_argument("--split", default="test", choices=("train", "val", "test"),
                     help="with --data: the split evaluated")

@@ -5,7 +5,7 @@
     torchrun --nproc-per-node 4 -m eqfast.cli.train_oracle --data D --run-dir R --precision bf16
 
 Re-running the same command resumes from <run>/checkpoint.safetensors. Labelling is not
-done here: the shards come from `python -m eqfast.oracle.dataset --out D`, which runs the
+done here: the shards come from `eqfast-label-oracle --out D`, which runs the
 exact solver (see docs/ORACLE.md).
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=HelpFormatter)
     ap.add_argument("--data", required=True,
                     help="directory of solver-labelled shard_*.safetensors written by "
-                         "`python -m eqfast.oracle.dataset --out DIR` (several: comma-separated)")
+                         "`eqfast-label-oracle --out DIR` (several: comma-separated)")
     ap.add_argument("--run", "--run-dir", dest="run", required=True,
                     help="run directory (checkpoints, weights, history); under torchrun spell "
                          "it --run-dir (torchrun reads --run as its own --run-path)")
@@ -49,11 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                     help="train for this much wall time: the cosine decay runs over the spent "
                          "fraction of it and the run stops (evaluated, checkpointed) when it is "
-                         "spent; such a run depends on the machine's speed (one process only)")
+                         "spent; such a run depends on the machine's speed (one process only); "
+                         "when left out, the run lasts --steps")
     ap.add_argument("--init", default=None, metavar="WEIGHTS",
                     help="start a fresh run from this weights file (.safetensors from a run "
                          "directory, or eqfast/models/*.safetensors); its architecture must be "
-                         "the one the flags describe")
+                         "the one the flags describe; when left out, a random initialization")
     ap.add_argument("--batch", type=int, default=1024, help="rows per step")
     ap.add_argument("--lr", type=float, default=2e-3,
                     help="peak learning rate (linear warm-up, then cosine decay)")

@@ -1,4 +1,6 @@
-"""Solver-labelled training positions for the Stage 1 oracle: generation, shards, data card.
+"""Solver-labelled training positions for the Stage 1 oracle: how a deal's positions are
+labelled, and the shard format that holds them (card.py summarizes a shard directory,
+labelling.py writes one, `eqfast-label-oracle` is the command).
 
 Deal number g (an int >= 0) fixes everything about its game:
     hands  = deal_from_seed(g)
@@ -17,15 +19,11 @@ per shard, recorded in metadata), 28 rows per full-hand game, columns:
     hands [R,4,7] int8, remaining [R,4] uint8, decl/leader/actor/depth/split [R] int8,
     trick [R,3] int8 (-1 pad), q [R,7] float32 (actor frame, 0 at illegal), legal [R,7] bool,
     deal [R] int64.
-`<dir>/card.json` (the data card) is rebuilt from the shards after each one is written.
+`<dir>/card.json` is the data card (card.py).
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +31,6 @@ import torch
 
 from ..rules.deal import deal_from_seed, mix_seed
 from ..rules.state import GameState
-from ..rules.tables import DECL_NAMES
 from ..utils.atomic import atomic_write_bytes
 from .exact import solve_row
 from .protocol import OracleBatch
@@ -166,7 +163,7 @@ def check_shard_dir(directory) -> list[Path]:
     from safetensors import safe_open
 
     d = Path(directory)
-    fix = "oracle training shards are written by `python -m eqfast.oracle.dataset --out DIR`"
+    fix = "oracle training shards are written by `eqfast-label-oracle --out DIR`"
     if not d.is_dir():
         raise OracleDataError(f"{d}: no such directory ({fix})")
     paths = shard_paths(d)
@@ -232,129 +229,3 @@ def data_hash(paths) -> str:
     for p in sorted(Path(p) for p in paths):
         h.update(f"{p.name}:{file_hash(p)};".encode())
     return h.hexdigest()[:16]
-
-
-def shard_stats(cols: dict[str, np.ndarray]) -> dict:
-    """Counts of one shard: rows and deals per split, declarations, depths, legal moves."""
-    _, first = np.unique(cols["deal"], return_index=True)  # first row of each deal
-    return {
-        "rows": int(len(cols["q"])),
-        "deals": int(len(first)),
-        "mid_hand_deals": int((cols["depth"][first] > 0).sum()),
-        "split_deals": [int(len(np.unique(cols["deal"][cols["split"] == s])))
-                        for s in range(len(SPLITS))],
-        "deal_start": int(cols["deal"].min()), "deal_stop": int(cols["deal"].max()) + 1,
-        "split_rows": [int((cols["split"] == s).sum()) for s in range(len(SPLITS))],
-        "decl": np.bincount(cols["decl"][first].astype(np.int64), minlength=10).tolist(),
-        "depth": np.bincount(cols["depth"].astype(np.int64), minlength=28).tolist(),
-        "legal_moves": np.bincount(cols["legal"].sum(1), minlength=8).tolist(),
-    }
-
-
-def build_card(directory, previous: dict | None = None) -> dict:
-    """The data card of a shard directory: counts, declaration mix, depth histogram, hash.
-
-    Per-shard stats and hashes of `previous` (the card on disk) are reused for shards whose
-    names it lists, so rebuilding after each new shard stays cheap.
-    """
-    from safetensors.numpy import load_file
-
-    known = (previous or {}).get("per_shard", {})
-    per_shard = {}
-    for p in shard_paths(directory):
-        if p.name in known:
-            per_shard[p.name] = known[p.name]
-        else:
-            per_shard[p.name] = {**shard_stats(load_file(str(p))), "hash": file_hash(p)}
-    card = {"dataset_version": DATASET_VERSION, "shards": len(per_shard), "rows": 0,
-            "deals": 0, "mid_hand_deals": 0, "splits": {s: {"rows": 0, "deals": 0} for s in SPLITS},
-            "decl_mix": {n: 0 for n in DECL_NAMES}, "depth_histogram": [0] * 28,
-            "legal_moves_histogram": [0] * 8, "epsilon_max": EPS_MAX,
-            "generator": "eqfast.oracle.dataset: at each decision the solver's best move, or "
-                         "with per-game probability epsilon ~ U(0, epsilon_max) a uniformly "
-                         "random legal move; decl uniform 0..9, leader uniform 0..3; "
-                         "mid_hand_deals start with k = 2..6 tiles a seat (--short)"}
-    for st in per_shard.values():
-        card["rows"] += st["rows"]
-        card["deals"] += st.get("deals", st["rows"] // 28)
-        card["mid_hand_deals"] += st.get("mid_hand_deals", 0)
-        for s, name in enumerate(SPLITS):
-            card["splits"][name]["rows"] += st["split_rows"][s]
-            card["splits"][name]["deals"] += st.get("split_deals", [r // 28 for r in
-                                                                    st["split_rows"]])[s]
-        for d, c in enumerate(st["decl"]):
-            card["decl_mix"][DECL_NAMES[d]] += c
-        card["depth_histogram"] = [a + b for a, b in zip(card["depth_histogram"], st["depth"])]
-        card["legal_moves_histogram"] = [a + b for a, b in
-                                         zip(card["legal_moves_histogram"], st["legal_moves"])]
-    h = hashlib.sha256()
-    for name in sorted(per_shard):
-        h.update(f"{name}:{per_shard[name]['hash']};".encode())
-    card["data_hash"] = h.hexdigest()[:16]
-    card["per_shard"] = per_shard
-    return card
-
-
-def read_card(directory) -> dict | None:
-    path = Path(directory) / "card.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def write_card(directory) -> dict:
-    card = build_card(directory, read_card(directory))
-    atomic_write_bytes(Path(directory) / "card.json", (json.dumps(card, indent=1) + "\n").encode())
-    return card
-
-
-def generate(directory, shards: int, deals_per_shard: int, first_shard: int = 0,
-             games_per_deal: int = 1, deal_offset: int = 0, short: bool = False,
-             log=print) -> None:
-    """Write shards first_shard .. first_shard+shards-1 that do not exist yet (resumable).
-
-    Shard k holds deals deal_offset + [k*S, (k+1)*S) for S = deals_per_shard."""
-    from safetensors import safe_open
-
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    existing = shard_paths(directory)
-    if existing:  # shard k must mean deals [k*S, (k+1)*S) for one S per directory
-        with safe_open(str(existing[0]), framework="np") as f:
-            m = f.metadata()
-        size = int(m["deal_stop"]) - int(m["deal_start"])
-        first = int(existing[0].stem.split("_")[1])
-        offset = int(m["deal_start"]) - first * size
-        if size != deals_per_shard or offset != deal_offset:
-            raise ValueError(f"{existing[0]} holds {size} deals per shard from deal offset "
-                             f"{offset}, but --deals-per-shard is {deals_per_shard} and "
-                             f"--deal-offset {deal_offset}")
-    for k in range(first_shard, first_shard + shards):
-        path = directory / f"shard_{k:05d}.safetensors"
-        if path.exists():
-            continue
-        t0 = time.perf_counter()
-        start = deal_offset + k * deals_per_shard
-        meta = write_shard(path, range(start, start + deals_per_shard), games_per_deal, short)
-        card = write_card(directory)
-        dt = time.perf_counter() - t0
-        log(f"shard {k}: {meta['rows']} rows in {dt:.1f}s ({int(meta['rows']) / dt:.0f} rows/s); "
-            f"total {card['rows']} rows, {card['deals']} deals", flush=True)
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="Generate solver-labelled oracle training shards.")
-    ap.add_argument("--out", required=True, help="shard directory")
-    ap.add_argument("--shards", type=int, default=1000)
-    ap.add_argument("--first-shard", type=int, default=0)
-    ap.add_argument("--deals-per-shard", type=int, default=200)
-    ap.add_argument("--games-per-deal", type=int, default=1)
-    ap.add_argument("--deal-offset", type=int, default=0, help="first deal number of shard 0")
-    ap.add_argument("--short", action="store_true",
-                    help="mix in games started mid-hand (see label_deal)")
-    args = ap.parse_args(argv)
-    generate(args.out, args.shards, args.deals_per_shard, args.first_shard,
-             args.games_per_deal, args.deal_offset, args.short)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -117,7 +117,7 @@ def _other_safetensors(meta: dict) -> str:
         return ("a dataset shard written by eqfast-generate (decision records), not oracle "
                 "weights")
     if "dataset_version" in meta:
-        return ("an oracle training-data shard (python -m eqfast.oracle.dataset), not oracle "
+        return ("an oracle training-data shard (eqfast-label-oracle), not oracle "
                 "weights")
     return f"metadata 'format' is {meta.get('format')!r}, expected {FORMAT!r}: not oracle weights"
 
