@@ -185,7 +185,7 @@ def _tokenize_worlds_kernel(
 def _launch_config(n: int) -> tuple[int, int]:
     """(BLOCK_N, num_warps) for n worlds per decision: a [BLOCK_N, 32] tile of up to 64
     worlds (2048 lanes, 18 KB of output per program) and no larger than n needs (min 2).
-    Untuned on a GPU (this session had none)."""
+    Not tuned on a GPU."""
     block = min(64, max(2, triton.next_power_of_2(n)))
     return block, max(1, min(4, block * BLOCK_T // 512))
 
