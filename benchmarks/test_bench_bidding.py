@@ -1,5 +1,6 @@
 """Bidding evaluator benchmark: the full 10-contract matrix of a hand at N = 500 exact
-(5,000 opening positions, V_PI from the solver's q_batch on every core), and the lower
+(5,000 opening positions, V_PI from the solver's v_batch on every core; beside it the same
+matrix with every opening lead solved, `leads=True`, the baseline), and the lower
 bracket's cost (the E[Q] player on every seat). Goal (issue 17): matrix <= 5 s on the
 2-core CPU machine.
 
@@ -24,11 +25,11 @@ HANDS = [format_hand(deal_from_seed(s)[0]) for s in (2000, 2001, 2002)] + \
     ["6-6,6-5,6-4,5-5,4-4,3-3,2-2"]
 
 
-def matrix_times(hands=HANDS, n=N, threads=2) -> list[dict]:
+def matrix_times(hands=HANDS, n=N, threads=2, leads=False) -> list[dict]:
     rows = []
     for h in hands:
         w, c = time.perf_counter(), time.process_time()
-        r = evaluate(h, n=n, threads=threads)
+        r = evaluate(h, n=n, threads=threads, leads=leads)
         rows.append({"hand": h, "n": n, "threads": threads, "wall_s": time.perf_counter() - w,
                      "cpu_s": time.process_time() - c, "choice": r["choice"]["name"]})
     return rows
@@ -93,6 +94,24 @@ def _bench(benchmark, measure):
 @pytest.mark.benchmark(group="bidding")
 def test_bench_matrix_n500_exact(benchmark):
     _bench(benchmark, matrix_times)
+
+
+def matrix_side_by_side_times(hands=HANDS, n=N, threads=2) -> list[dict]:
+    """Per hand: V alone, then every lead solved (the solver's TT cleared before each)."""
+    from eqfast.solver import clear
+
+    rows = []
+    for h in hands:
+        for leads in (False, True):
+            clear()
+            rows += matrix_times([h], n, threads, leads)
+            rows[-1]["leads"] = leads
+    return rows
+
+
+@pytest.mark.benchmark(group="bidding")
+def test_bench_matrix_v_alone_against_all_leads(benchmark):
+    _bench(benchmark, matrix_side_by_side_times)
 
 
 @pytest.mark.benchmark(group="bidding")

@@ -331,3 +331,42 @@ def test_concurrent_python_threads_get_correct_answers():
         t.join()
     assert not errors
     assert all(np.array_equal(q, want) for q in got.values()) and len(got) == 4
+
+
+@pytest.mark.parametrize("tricks_left", [2, 3])
+def test_v_batch_equals_the_reference_minimax_value(tricks_left):
+    """v_batch (V alone, by MTD(f) on the position) against the full-width minimax of
+    reference_minimax on endgames from played-out deals and shortened hands, with 0..3
+    tiles in the current trick, for every declaration and leader, with a fresh TT and a warm
+    one."""
+    from reference_minimax import q_and_v
+
+    rng = random.Random(3000 + tricks_left)
+    states = []
+    for decl in range(N_DECLS):
+        for leader in range(N_SEATS):
+            states.append(_endgame_from_deal(rng, decl, leader, tricks_left, rng.randrange(4)))
+            states.append(_shortened_hands(rng, decl, leader, tricks_left))
+    hands = np.array([[mask_of(h) for h in s.hands] for s in states], np.int64)
+    trick = np.array([list(s.trick) + [-1] * (3 - len(s.trick)) for s in states])
+    want = [q_and_v(s)[1] for s in states]
+    for _ in range(2):
+        solver.clear()
+        got = solver.v_batch(hands, [s.decl for s in states], [s.leader for s in states], trick)
+        assert got.tolist() == want
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_v_batch_is_the_best_q_of_q_batch_at_every_depth(threads):
+    """On 200 positions of random games (every trick, mid-trick included), V from v_batch is
+    the actor's best legal Q from q_batch (max for team 0, min for team 1), whatever the TT
+    holds and the thread count."""
+    states, *rows = _random_rows(200, seed=40 + threads)
+    solver.clear()
+    v = solver.v_batch(*rows, threads=threads)
+    q = solver.q_batch(*rows).astype(int)
+    legal = q != solver.ILLEGAL
+    team0 = np.array([s.current_player % 2 == 0 for s in states])
+    best = np.where(team0, np.where(legal, q, -999).max(1), np.where(legal, q, 999).min(1))
+    assert v.dtype == np.int8 and v.tolist() == best.tolist()
+    assert solver.v_batch(*rows, threads=threads).tolist() == v.tolist()   # warm TT

@@ -51,8 +51,19 @@ def exact_lead_points(completions: np.ndarray, contracts, threads: int | None = 
 
 
 def exact_values(completions: np.ndarray, contracts, threads: int | None = None) -> np.ndarray:
-    """V_PI [n, len(contracts)] int16 points (0..42): the best opening lead's."""
-    return exact_lead_points(completions, contracts, threads).max(2)
+    """V_PI [n, len(contracts)] int16 points (0..42): the best opening lead's, searched for V
+    alone (`v_batch`; 2.2 s against 5.7 s for exact_lead_points' max on 2,000 openings, one
+    core). One call for all rows, so the solver's threads share every contract's work."""
+    from ..solver import v_batch
+
+    n, C = len(completions), len(contracts)
+    if n == 0:
+        return np.zeros((0, C), np.int16)
+    masks = np.repeat(hand_masks(completions)[None], C, axis=0).reshape(C * n, N_SEATS)
+    decl = np.repeat(np.asarray(contracts, dtype=np.int64), n)
+    v = v_batch(masks, decl, np.full(C * n, BIDDER), np.full((C * n, 3), -1),
+                threads=threads or default_threads())
+    return ((v.astype(np.int16) + TOTAL_POINTS) // 2).reshape(C, n).T
 
 
 def opening_batch(completions: np.ndarray, contracts):

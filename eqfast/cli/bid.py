@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--contracts", default="all", help="'all' or declarations 0..9, comma-separated")
     p.add_argument("--max-marks", type=int, default=2, help="mark bids up to this many marks")
     p.add_argument("--threads", type=int, default=0, help="solver threads (0 = every core)")
+    p.add_argument("--leads", action="store_true",
+                   help="exact path: also solve every opening lead for the fixed-lead figures "
+                        "(first_lead, p_upper_fixed_lead); 2.6x the solver time of V alone")
     s = p.add_argument_group("sequential stopping (docs/BIDDING.md)")
     s.add_argument("--sequential", action="store_true",
                    help="add completions until the deciding intervals are narrow or the best bid is stable")
@@ -161,7 +164,7 @@ def main(argv=None) -> int:
     common = dict(model=args.model, contracts=contracts, max_marks=args.max_marks, threads=threads,
                   stopping=stopping, network=network, network_info=network_info, audit=audit,
                   lower_engine=lower, lower_n=args.lower, lower_info=lower_info,
-                  gap_warn=args.gap_warn, progress=say)
+                  gap_warn=args.gap_warn, progress=say, leads=args.leads)
     if args.batch is not None:
         return _batch(args, common, fail)
 

@@ -129,6 +129,17 @@ def q_batch(hands, decl, leader, trick, threads: int = 1) -> np.ndarray:
     Order positions of the same deal consecutively so they share the TT (each thread takes
     runs of 4 consecutive rows).
     """
+    return _batch(hands, decl, leader, trick, threads, value_only=False)
+
+
+def v_batch(hands, decl, leader, trick, threads: int = 1) -> np.ndarray:
+    """V [N] int8 (team-0 frame): the value of each position under perfect play, searched for
+    V alone (cheaper than the best of q_batch's Q: moves that cannot change V are cut off).
+    Arguments as q_batch."""
+    return _batch(hands, decl, leader, trick, threads, value_only=True)
+
+
+def _batch(hands, decl, leader, trick, threads: int, value_only: bool) -> np.ndarray:
     h = np.asarray(hands)
     if h.ndim == 3:
         if h.shape[1:] != (N_SEATS, N_TILES):
@@ -152,9 +163,10 @@ def q_batch(hands, decl, leader, trick, threads: int = 1) -> np.ndarray:
         np.ascontiguousarray(d, dtype=np.uint8).tobytes(),
         np.ascontiguousarray(ld, dtype=np.uint8).tobytes(),
         np.ascontiguousarray(tr, dtype=np.int8).tobytes(),
-        int(threads),
+        int(threads), bool(value_only),
     )
-    return np.frombuffer(q, dtype=np.int8).reshape(n, N_TILES).copy()
+    out = np.frombuffer(q, dtype=np.int8)
+    return (out if value_only else out.reshape(n, N_TILES)).copy()
 
 
 def clear() -> None:
@@ -162,4 +174,4 @@ def clear() -> None:
     _csolver.clear()
 
 
-__all__ = ["SolveResult", "solve", "solve_state", "q_values", "q_batch", "clear", "ILLEGAL"]
+__all__ = ["SolveResult", "solve", "solve_state", "q_values", "q_batch", "v_batch", "clear", "ILLEGAL"]

@@ -450,6 +450,23 @@ static int exact_value(Search *s, const Trick *tr, int t, int guess) {
     return g;
 }
 
+/* Exact value V (team-0 frame) of a position, by MTD(f) on the position itself: each probe
+ * is one null-window search of the node (the TT's table at a trick boundary, the trick's
+ * move loop inside one), so a move that cannot beat the bound is cut off instead of being
+ * valued exactly as solve_position does for every legal move. */
+static int position_value(Search *s, int leader, const int *trick, int n_trick) {
+    Trick tr = {leader, 0, 0, 0, 0, 0, {0}};
+    for (int i = 0; i < n_trick; i++) trick_add(s, &tr, trick[i]);
+    int lo = -INF, hi = INF, g = 0;
+    while (lo < hi) {
+        int beta = g == lo ? g + 1 : g;
+        g = n_trick == 0 ? boundary(s, leader, beta - 1, beta)
+                         : in_trick(s, &tr, beta - 1, beta, NULL);
+        if (g < beta) hi = g; else lo = g;
+    }
+    return g;
+}
+
 static int find_move(const Solution *sol, int t) {
     int i = 0;
     while (sol->moves[i] != t) i++;
@@ -685,8 +702,9 @@ typedef struct {
     const uint8_t *hands_bytes; /* N*16 bytes, copied row by row (may be unaligned) */
     const uint8_t *decl, *leader;
     const int8_t *trick;
-    int8_t *q;
+    int8_t *q;                  /* N*28 Q, or (value_only) N values */
     Py_ssize_t n;
+    int value_only;
     atomic_llong next;
     atomic_llong nodes;
 } Batch;
@@ -713,9 +731,13 @@ static void *batch_worker(void *arg) {
             enter_deal(w->tab, hands, decl);
             Search s;
             search_init(&s, w->tab, hands, decl);
-            Solution sol;
-            solve_position(&s, leader, trick, n_trick, 0, &sol);
-            for (int i = 0; i < sol.n_moves; i++) b->q[r * N_TILES + sol.moves[i]] = sol.q[i];
+            if (b->value_only) {
+                b->q[r] = (int8_t)position_value(&s, leader, trick, n_trick);
+            } else {
+                Solution sol;
+                solve_position(&s, leader, trick, n_trick, 0, &sol);
+                for (int i = 0; i < sol.n_moves; i++) b->q[r * N_TILES + sol.moves[i]] = sol.q[i];
+            }
             nodes += s.nodes;
         }
     }
@@ -729,14 +751,15 @@ PyDoc_STRVAR(q_batch_doc,
 "hands: bytes of N*4 uint32 little-endian masks; decl, leader: bytes of N uint8; trick:\n"
 "bytes of N*3 int8 tile ids, -1 padded. threads: worker threads (the GIL is released while\n"
 "they search; the result does not depend on it). Returns q: bytes of N*28 int8, Q (team-0\n"
-"frame) of each tile the actor may legally play, -128 elsewhere; nodes: total tiles played.");
+"frame) of each tile the actor may legally play, -128 elsewhere; nodes: total tiles played.\n"
+"value_only=True: q is N int8 values V (team-0 frame) instead, searched for V alone.");
 
 static PyObject *py_q_batch(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"hands", "decl", "leader", "trick", "threads", NULL};
+    static char *kwlist[] = {"hands", "decl", "leader", "trick", "threads", "value_only", NULL};
     Py_buffer hb, db, lb, tb;
-    int threads = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*y*y*y*|i", kwlist, &hb, &db, &lb, &tb,
-                                     &threads))
+    int threads = 1, value_only = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*y*y*y*|ip", kwlist, &hb, &db, &lb, &tb,
+                                     &threads, &value_only))
         return NULL;
     PyObject *ret = NULL, *qbytes = NULL;
     Py_ssize_t n = db.len;
@@ -764,12 +787,14 @@ static PyObject *py_q_batch(PyObject *self, PyObject *args, PyObject *kwargs) {
             goto done;
         }
     }
-    qbytes = PyBytes_FromStringAndSize(NULL, n * N_TILES);
+    Py_ssize_t width = value_only ? 1 : N_TILES;
+    qbytes = PyBytes_FromStringAndSize(NULL, n * width);
     if (!qbytes) goto done;
-    Batch batch = {hb.buf, db.buf, lb.buf, tb.buf, (int8_t *)PyBytes_AS_STRING(qbytes), n};
+    Batch batch = {hb.buf, db.buf, lb.buf, tb.buf, (int8_t *)PyBytes_AS_STRING(qbytes), n,
+                   value_only};
     atomic_init(&batch.next, 0);
     atomic_init(&batch.nodes, 0);
-    memset(batch.q, -128, (size_t)(n * N_TILES));
+    memset(batch.q, -128, (size_t)(n * width));
     if (threads > (n + BATCH_CHUNK - 1) / BATCH_CHUNK) threads = (int)((n + BATCH_CHUNK - 1) / BATCH_CHUNK);
     if (threads < 1) threads = 1;
     int failed = 0;
