@@ -61,14 +61,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="games played in lockstep and written as one shard per split")
     g.add_argument("--seed", type=int, default=0, help="run seed for world and policy draws")
     g.add_argument("--format", choices=["safetensors", "pt"], default="safetensors",
-                   help="'pt' also writes the .pt dict of the earlier implementation's format beside each shard (the safetensors "
-                        "file and its JSON sidecar are always written: resume and checks use them)")
+                   help="'pt' also writes the .pt dict of the earlier implementation's format "
+                        "beside each shard (the safetensors file and its JSON sidecar are always "
+                        "written: resume and checks use them)")
     g.add_argument("--store-worlds", action="store_true",
                    help="keep per-world Q and weights in the records (for eqfast-view's debug view)")
     g.add_argument("--decl", default="hand",
                    help="declaration per game: 'hand' (declarer's heuristic), 'uniform', or 0..9")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     g.add_argument("--profile", action="store_true", help="print a per-stage time table at the end")
+
+    r = p.add_argument_group("several processes on one output directory (README, 'Scale-out')")
+    r.add_argument("--rank", type=int, default=None,
+                   help="this process's share of the seeds: batch k (games-per-batch seeds from "
+                        "--seed-start) belongs to rank k mod --world-size; when left out, "
+                        "torchrun's RANK, else a Slurm array's SLURM_ARRAY_TASK_ID minus "
+                        "SLURM_ARRAY_TASK_MIN, else one process does every batch")
+    r.add_argument("--world-size", type=int, default=None,
+                   help="how many ranks share the seeds; when left out, torchrun's WORLD_SIZE, "
+                        "else SLURM_ARRAY_TASK_COUNT, else 1")
 
     o = p.add_argument_group("oracle and device")
     o.add_argument("--oracle", default=None,
@@ -188,9 +199,60 @@ def parse_n_by_trick(text: str) -> tuple[int, ...]:
         raise ValueError("expected 7 integers separated by commas") from None
 
 
+def launcher_rank(args, env=None) -> tuple[int, int]:
+    """(rank, world size): --rank/--world-size, else torchrun's RANK/WORLD_SIZE, else a
+    Slurm array's task id (minus its first id) and task count, else (0, 1). ValueError
+    naming the flag or variable for a value that is not an integer."""
+    import os
+
+    env = os.environ if env is None else env
+    sources = [("--rank", args.rank, "--world-size", args.world_size)]
+    if "RANK" in env or "WORLD_SIZE" in env:
+        sources.append(("RANK", env.get("RANK"), "WORLD_SIZE", env.get("WORLD_SIZE")))
+    if "SLURM_ARRAY_TASK_ID" in env:
+        sources.append(("SLURM_ARRAY_TASK_ID", env.get("SLURM_ARRAY_TASK_ID"),
+                        "SLURM_ARRAY_TASK_COUNT", env.get("SLURM_ARRAY_TASK_COUNT")))
+    for rank_name, rank, world_name, world in sources:
+        if rank is None and world is None:
+            continue
+        try:
+            rank = int(rank) if rank is not None else None
+            world = int(world) if world is not None else None
+            if rank_name == "SLURM_ARRAY_TASK_ID":
+                rank -= int(env.get("SLURM_ARRAY_TASK_MIN", "0"))
+        except ValueError:
+            raise ValueError(f"{rank_name}={rank!r} / {world_name}={world!r}: not integers") from None
+        if rank is None or world is None:
+            raise ValueError(f"{rank_name} and {world_name} must be given together")
+        return rank, world
+    return 0, 1
+
+
+def owned_ranges(ranges, seed_start: int, per_batch: int, rank: int, world: int):
+    """The parts of seed ranges [lo, hi] that fall in this rank's batches (batch k =
+    seeds seed_start + [k, k+1) * per_batch belongs to rank k mod world). One process
+    (world 1) keeps the ranges as they are."""
+    if world == 1:
+        yield from ranges
+        return
+    for lo, hi in ranges:
+        while lo <= hi:
+            k = (lo - seed_start) // per_batch
+            end = min(hi, seed_start + (k + 1) * per_batch - 1)
+            if k % world == rank:
+                yield lo, end
+            lo = end + 1
+
+
+def batch_owner(args):
+    """Whether this rank owns the batch that holds seed `lo` (see owned_ranges)."""
+    return lambda lo: ((lo - args.seed_start) // args.games_per_batch) % args.world_size == args.rank
+
+
 def check_args(args) -> str | None:
     """The first problem with the arguments, or None; fills in the device's default
-    --oracle once the device is known to be valid."""
+    --oracle once the device is known to be valid, and the rank and world size from the
+    launcher's environment."""
     for name in ("games", "games_per_batch", "n_samples"):
         if getattr(args, name) < 1:
             return f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}"
@@ -199,6 +261,13 @@ def check_args(args) -> str | None:
             return f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}"
     if not 0 <= args.exact_tricks <= 7:
         return "--exact-tricks must be 0..7"
+    try:
+        args.rank, args.world_size = launcher_rank(args)
+    except ValueError as e:
+        return str(e)
+    if args.world_size < 1 or not 0 <= args.rank < args.world_size:
+        return (f"rank {args.rank} of world size {args.world_size}: the rank must be "
+                f"0..world size - 1")
     if args.n_by_trick is not None:
         try:
             parse_n_by_trick(args.n_by_trick)
@@ -287,7 +356,8 @@ def main(argv=None) -> int:
         print(f"eqfast-generate: --oracle: {e}", file=sys.stderr)
         return 2
     try:
-        with lock_output(args.out) as removed:
+        rank = args.rank if args.world_size > 1 else None
+        with lock_output(args.out, rank=rank, owns=batch_owner(args)) as removed:
             if removed:
                 print(f"eqfast-generate: removed {len(removed)} temporary file(s) of an "
                       f"interrupted write under {args.out}", file=sys.stderr)
@@ -309,18 +379,22 @@ def run(args, cfg: EngineConfig, oracle, identity: dict) -> int:
                           device=args.device, graphs=False if args.no_graphs else None)
 
     n_games = None if args.target_games == 0 else (args.target_games or args.games)
+    mine = batch_owner(args)
     end = None if n_games is None else args.seed_start + n_games
     # a range with a file missing is played again with its own bounds, so that the new
     # shards replace the old ones instead of overlapping them
-    redo = [(lo, hi) for lo, hi in incomplete_seed_ranges(args.out)
-            if hi >= args.seed_start and (end is None or lo < end)]
-    done = completed_seed_ranges(args.out) + redo
-    todo = redo + list(pending_ranges(args.seed_start, n_games, args.games_per_batch, done)) \
-        if n_games is not None else None
+    redo_all = [(lo, hi) for lo, hi in incomplete_seed_ranges(args.out)
+                if hi >= args.seed_start and (end is None or lo < end)]
+    # several ranks: each redoes the unfinished ranges that start in its batches and takes
+    # its own batches of what is left; the others' count as done (their writers own them)
+    redo = [r for r in redo_all if mine(r[0])]
+    done = completed_seed_ranges(args.out) + redo_all
+    pending = owned_ranges(pending_ranges(args.seed_start, n_games, args.games_per_batch, done),
+                           args.seed_start, args.games_per_batch, args.rank, args.world_size)
+    todo = redo + list(pending) if n_games is not None else None
     total_games = sum(hi - lo + 1 for lo, hi in todo) if todo is not None else None
     formats = ("safetensors", "pt") if args.format == "pt" else ("safetensors",)
-    ranges = iter(todo) if todo is not None else itertools.chain(
-        redo, pending_ranges(args.seed_start, None, args.games_per_batch, done))
+    ranges = iter(todo) if todo is not None else itertools.chain(redo, pending)
     batches = (list(range(lo, hi + 1)) for lo, hi in ranges)
     interrupt = _Interrupt()
     old_handler = signal.signal(signal.SIGINT, interrupt)
@@ -338,7 +412,8 @@ def run(args, cfg: EngineConfig, oracle, identity: dict) -> int:
                    "device": str(engine.device), "decl_mode": cfg.decl_mode,
                    "oracle_precision": cfg.oracle_precision,
                    "adaptive": {"sem": cfg.sem, "max_samples": cfg.max_samples},
-                   "n_by_trick": list(cfg.n_by_trick) if cfg.n_by_trick is not None else None})
+                   "n_by_trick": list(cfg.n_by_trick) if cfg.n_by_trick is not None else None,
+                   "rank": [args.rank, args.world_size]})
         write_split_shards(records, meta, args.out, seeds[0], seeds[-1], formats)
         written_games += len(seeds)
         elapsed = time.perf_counter() - t0
@@ -362,6 +437,8 @@ def run(args, cfg: EngineConfig, oracle, identity: dict) -> int:
                "games_per_s": round(written_games / elapsed, 3) if elapsed else None,
                "oracle_rows": engine.oracle_rows, "world_rows": engine.world_rows,
                "out": str(args.out)}
+    if args.world_size > 1:
+        summary["rank"] = [args.rank, args.world_size]
     print(json.dumps(summary))
     if args.profile:
         print(stage_table(), file=sys.stderr)

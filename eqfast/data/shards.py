@@ -15,7 +15,7 @@ unpickles: safetensors, JSON, and `.pt` through torch.load(weights_only=True).
 
 One writer per output directory: `lock_output` holds an flock(2) lock on
 `<root>/.eqfast-generate.lock` for the whole run (the kernel drops it when the process ends,
-however it ends). Every reader lists a split's shards through `split_shards`, which refuses
+however it ends); the ranks of a run that splits the seeds share it, one writer per rank. Every reader lists a split's shards through `split_shards`, which refuses
 overlapping seed ranges and a sidecar without its tensor file (or the reverse), so no game
 is counted twice or lost without a word.
 """
@@ -29,7 +29,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -294,7 +294,8 @@ def output_problem(root) -> str | None:
 
 
 @contextlib.contextmanager
-def lock_output(root) -> Iterator[list[Path]]:
+def lock_output(root, rank: int | None = None,
+                owns: Callable[[int], bool] | None = None) -> Iterator[list[Path]]:
     """Make `root` and its split directories, and hold the directory's writer lock for the
     body; yields the temporary files of killed writes it removed.
 
@@ -304,35 +305,70 @@ def lock_output(root) -> Iterator[list[Path]]:
     lock file left on disk never blocks a later run; it is never deleted, because deleting
     it would race with a writer that has just opened it. Once the lock is held, no other
     writer exists, so every `.shard_*.tmp` file is a leftover and is removed.
+
+    rank (one of several writers that split the seeds, e.g. torchrun ranks or a Slurm
+    array): LOCK_NAME is held shared, so the ranks of one run coexist while a plain writer
+    is excluded, and root/LOCK_NAME.rank<k> exclusively, so one rank runs once. Only the
+    temporary files of ranges whose first seed `owns` accepts (this rank's) are removed:
+    the others may be another rank's writes in progress.
     """
     root = Path(root)
     problem = output_problem(root)
     if problem is not None:
         raise OutputError(problem)
+    names = [(LOCK_NAME, fcntl.LOCK_EX if rank is None else fcntl.LOCK_SH)]
+    if rank is not None:
+        names.append((f"{LOCK_NAME}.rank{rank}", fcntl.LOCK_EX))
+    fds = []
+    try:
+        for name, mode in names:
+            fds.append(_take_lock(root, name, mode, rank))
+        yield _prepare_splits(root, owns if rank is not None else None)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _take_lock(root: Path, name: str, mode: int, rank: int | None) -> int:
     try:
         root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(root / name, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError as e:
-        raise OutputError(f"--out {root}: cannot create the lock file {LOCK_NAME} "
+        raise OutputError(f"--out {root}: cannot create the lock file {name} "
                           f"({e.strerror})") from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            raise OutputError(f"--out {root} is being written by another eqfast-generate"
-                              f"{f' (pid {holder})' if holder.isdigit() else ''}: wait for it to "
-                              "finish, or write to another directory") from None
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        ranks_hold_it = False
+        if rank is None:                      # shared holders only: the ranks of a split run
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                ranks_hold_it = True
+            except BlockingIOError:
+                pass
+        os.close(fd)
+        pid = f" (pid {holder})" if holder.isdigit() else ""
+        if ranks_hold_it:
+            what = "is being written by the ranks of an eqfast-generate run (--rank/--world-size)"
+        elif rank is None:
+            what = f"is being written by another eqfast-generate{pid}"
+        elif name == LOCK_NAME:
+            what = "is being written by an eqfast-generate that does not split the seeds by rank"
+        else:
+            what = f"already has a writer for rank {rank}{pid}"
+        raise OutputError(f"--out {root} {what}: wait for it to finish, or write to another "
+                          "directory") from None
+    if mode == fcntl.LOCK_EX:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield _prepare_splits(root)
-    finally:
-        os.close(fd)
+    return fd
 
 
-def _prepare_splits(root: Path) -> list[Path]:
+def _prepare_splits(root: Path, owns: Callable[[int], bool] | None = None) -> list[Path]:
     """Create and probe the split directories (a read-only file system shows here, not
-    after the first batch); remove leftover temporary files. Returns those removed."""
+    after the first batch); remove leftover temporary files (with `owns`: only those of
+    ranges whose first seed it accepts). Returns those removed."""
     removed = []
     for folder in (root, *(root / s for s in SPLIT_NAMES)):
         try:
@@ -343,6 +379,9 @@ def _prepare_splits(root: Path) -> list[Path]:
         except OSError as e:
             raise OutputError(f"--out {root}: {folder} is not writable ({e.strerror})") from None
         for stale in folder.glob(STALE_TMP_GLOB):
+            m = _SHARD_RE.search(stale.name)
+            if owns is not None and (m is None or not owns(int(m.group(1)))):
+                continue
             stale.unlink(missing_ok=True)
             removed.append(stale)
     return removed

@@ -1,0 +1,103 @@
+"""eqfast-generate split across ranks (torchrun, a Slurm array, or --rank/--world-size): two
+processes on one output directory write disjoint batches that together equal a one-process
+run, record for record."""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+import torch
+from cliutil import TINY, cli_env
+
+from eqfast.cli.generate import launcher_rank, owned_ranges
+from eqfast.data.shards import (LOCK_NAME, OutputError, completed_seed_ranges, load_records,
+                                 lock_output)
+
+RUN = [a for a in TINY if a not in ("--games", "2")] + ["--games", "6", "--seed-start", "500"]
+
+
+def _generate(out, *extra):
+    return subprocess.Popen([sys.executable, "-m", "eqfast.cli.generate", "--out", str(out),
+                             *RUN, *extra], env=cli_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_two_ranks_together_equal_one_process(tmp_path):
+    both = tmp_path / "ranks"
+    procs = [_generate(both, "--rank", str(r), "--world-size", "2") for r in (0, 1)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    one = tmp_path / "one"
+    p = _generate(one)
+    assert p.communicate(timeout=300)[0] and p.returncode == 0
+    # batch k (1 game each) belongs to rank k % 2: seeds 500, 502, 504 to rank 0
+    assert completed_seed_ranges(both) == completed_seed_ranges(one) == \
+        [(s, s) for s in range(500, 506)]
+    a, metas = load_records(both)
+    b, _ = load_records(one)
+    assert sorted({tuple(m["rank"]) for m in metas}) == [(0, 2), (1, 2)]
+    assert sorted(a.tensors) == sorted(b.tensors)
+    for name in a.tensors:
+        assert torch.equal(a[name], b[name]) or torch.allclose(a[name], b[name], equal_nan=True), name
+
+
+def test_ranks_share_the_directory_but_exclude_a_plain_writer_and_a_second_copy(tmp_path):
+    owns_even = lambda lo: lo % 2 == 0  # noqa: E731
+    with lock_output(tmp_path, rank=0, owns=owns_even):
+        with lock_output(tmp_path, rank=1, owns=lambda lo: lo % 2 == 1):
+            pass                                            # two ranks at once: fine
+        with pytest.raises(OutputError, match="already has a writer for rank 0"):
+            with lock_output(tmp_path, rank=0, owns=owns_even):
+                pass
+        with pytest.raises(OutputError, match="the ranks of an eqfast-generate run"):
+            with lock_output(tmp_path):
+                pass
+    with lock_output(tmp_path):                             # a plain writer excludes ranks
+        with pytest.raises(OutputError, match="does not split the seeds by rank"):
+            with lock_output(tmp_path, rank=1, owns=owns_even):
+                pass
+        with pytest.raises(OutputError, match="being written by another eqfast-generate"):
+            with lock_output(tmp_path):
+                pass
+    assert (tmp_path / LOCK_NAME).exists()
+
+
+def test_a_rank_removes_only_its_own_stale_temporary_files(tmp_path):
+    (tmp_path / "train").mkdir(parents=True)
+    mine = tmp_path / "train" / ".shard_000004-000005.safetensors.abc.tmp"
+    theirs = tmp_path / "train" / ".shard_000006-000007.safetensors.abc.tmp"
+    mine.write_bytes(b"x")
+    theirs.write_bytes(b"x")
+    with lock_output(tmp_path, rank=0, owns=lambda lo: (lo // 2) % 2 == 0) as removed:
+        assert removed == [mine]
+    assert theirs.exists() and not mine.exists()
+
+
+def test_rank_and_world_size_from_the_launcher():
+    flags = argparse.Namespace(rank=None, world_size=None)
+    assert launcher_rank(flags, {}) == (0, 1)
+    assert launcher_rank(flags, {"RANK": "3", "WORLD_SIZE": "8"}) == (3, 8)
+    assert launcher_rank(flags, {"SLURM_ARRAY_TASK_ID": "12", "SLURM_ARRAY_TASK_MIN": "10",
+                                 "SLURM_ARRAY_TASK_COUNT": "4"}) == (2, 4)
+    assert launcher_rank(argparse.Namespace(rank=1, world_size=2), {"RANK": "5"}) == (1, 2)
+    with pytest.raises(ValueError, match="RANK='x'"):
+        launcher_rank(flags, {"RANK": "x", "WORLD_SIZE": "2"})
+    with pytest.raises(ValueError, match="given together"):
+        launcher_rank(argparse.Namespace(rank=1, world_size=None), {})
+
+
+def test_owned_ranges_split_at_batch_boundaries():
+    # batches of 4 from seed 10: [10,13] rank 0, [14,17] rank 1, [18,21] rank 0
+    assert list(owned_ranges([(10, 21)], 10, 4, 0, 2)) == [(10, 13), (18, 21)]
+    assert list(owned_ranges([(12, 15)], 10, 4, 1, 2)) == [(14, 15)]
+    assert list(owned_ranges([(12, 15)], 10, 4, 0, 1)) == [(12, 15)]    # one process
+
+
+def test_bad_rank_exits_2(tmp_path):
+    p = _generate(tmp_path / "x", "--rank", "2", "--world-size", "2")
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "rank 2 of world size 2" in err
+    assert not (tmp_path / "x").exists()
