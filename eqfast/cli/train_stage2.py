@@ -1,0 +1,144 @@
+"""eqfast-train-stage2: train the Stage 2 model (public transcript -> E[Q] per move) on eqfast-generate records.
+
+    eqfast-train-stage2 --data runs/stage2data --run runs/stage2/base --steps 20000
+    eqfast-train-stage2 --data D --run R --loss nll --time-budget 1800
+    eqfast-train-stage2 --data D --run R --d-model 96 --layers 2 --forced-weight 0.2
+
+Reads the train and val splits of an `eqfast-generate --out DIR` directory. Re-running
+the same command resumes from <run>/checkpoint.safetensors. See docs/STAGE2.md.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from .common import HelpFormatter, device_problem
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ..stage2.data import FORCED_WEIGHT
+    from ..stage2.model import DEFAULT_CONFIG
+
+    ap = argparse.ArgumentParser(prog="eqfast-train-stage2", description=__doc__.split("\n")[0],
+                                 formatter_class=HelpFormatter)
+    ap.add_argument("--data", required=True,
+                    help="an eqfast-generate output directory (its train/ and val/ splits)")
+    ap.add_argument("--run", required=True,
+                    help="run directory (checkpoint, best/last weights, history.jsonl)")
+    ap.add_argument("--d-model", type=int, default=DEFAULT_CONFIG["d_model"], help="model width")
+    ap.add_argument("--layers", type=int, default=DEFAULT_CONFIG["n_layers"],
+                    help="encoder layers")
+    ap.add_argument("--heads", type=int, default=DEFAULT_CONFIG["n_heads"],
+                    help="attention heads (a divisor of --d-model)")
+    ap.add_argument("--d-ff", type=int, default=DEFAULT_CONFIG["d_ff"],
+                    help="feed-forward width")
+    ap.add_argument("--no-var-head", action="store_true",
+                    help="no log sigma^2 head (log_var is then zeros; not with --loss nll)")
+    ap.add_argument("--loss", choices=("mse", "nll"), default="mse",
+                    help="mse: legal-masked MSE of E[Q]/42; nll: the same plus the Gaussian "
+                         "NLL of the label under sigma^2 + the label's sampling variance "
+                         "e_q_var/ess, with mu held fixed in it (docs/STAGE2.md)")
+    ap.add_argument("--forced-weight", type=float, default=FORCED_WEIGHT,
+                    help="loss weight of a decision with one legal move (others weigh 1)")
+    ap.add_argument("--steps", type=int, default=20000,
+                    help="optimizer steps of the whole run (with --time-budget: at most)")
+    ap.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                    help="train for this much wall time: the cosine decay runs over the spent "
+                         "fraction of it and the run stops (evaluated, checkpointed) when it is "
+                         "spent; such a run depends on the machine's speed; when left out, "
+                         "the run lasts --steps")
+    ap.add_argument("--batch", type=int, default=256, help="records per step")
+    ap.add_argument("--lr", type=float, default=1e-3,
+                    help="peak learning rate (linear warm-up, then cosine decay)")
+    ap.add_argument("--weight-decay", type=float, default=0.01, help="AdamW decoupled decay")
+    ap.add_argument("--warmup", type=int, default=500, help="learning-rate warm-up steps")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="seed of the initialization and the batches")
+    ap.add_argument("--val-rows", type=int, default=50000,
+                    help="validation records evaluated (the first of the val split, in game "
+                         "order)")
+    ap.add_argument("--eval-every", type=int, default=1000,
+                    help="steps between evaluations (each writes last/best.safetensors)")
+    ap.add_argument("--ckpt-every", type=int, default=1000, help="steps between checkpoints")
+    ap.add_argument("--stop-at", type=int, default=None,
+                    help="stop after this step (checkpointed; re-run to resume); when left "
+                         "out, run to --steps")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    return ap
+
+
+def check_args(a) -> str | None:
+    """The first problem with the arguments or the data directory, or None (found before
+    the run directory is created)."""
+    from pathlib import Path
+
+    from ..data.shards import ShardError, split_shards
+
+    for name in ("d_model", "layers", "heads", "d_ff", "steps", "batch", "eval_every",
+                 "ckpt_every", "val_rows", "threads"):
+        if getattr(a, name) < 1:
+            return f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)}"
+    if a.d_model % a.heads:
+        return f"--d-model {a.d_model} must be a multiple of --heads {a.heads}"
+    if a.warmup < 0:
+        return f"--warmup must be >= 0, got {a.warmup}"
+    if not a.lr > 0:
+        return f"--lr must be > 0, got {a.lr}"
+    if not 0 <= a.forced_weight <= 1:
+        return f"--forced-weight must be in [0, 1], got {a.forced_weight}"
+    if a.loss == "nll" and a.no_var_head:
+        return "--loss nll needs the variance head: drop --no-var-head"
+    if a.time_budget is not None and not a.time_budget > 0:
+        return f"--time-budget must be > 0 seconds, got {a.time_budget}"
+    if a.stop_at is not None and a.stop_at < 0:
+        return f"--stop-at must be >= 0, got {a.stop_at}"
+    problem = device_problem(a.device)
+    if problem is not None:
+        return problem
+    root = Path(a.data)
+    if not root.is_dir():
+        return f"--data {a.data}: no such directory"
+    for split in ("train", "val"):
+        try:
+            if not split_shards(root / split):
+                return (f"--data {a.data}: no shards in {root / split} (expected the output "
+                        "of eqfast-generate --out DIR)")
+        except ShardError as e:
+            return f"--data {e}"
+    return None
+
+
+def main(argv=None) -> int:
+    from ..data.shards import ShardError
+    from ..stage2.train import TrainConfig, train
+
+    a = build_parser().parse_args(argv)
+    problem = check_args(a)
+    if problem is not None:
+        print(f"eqfast-train-stage2: {problem}", file=sys.stderr)
+        return 2
+    torch.set_num_threads(a.threads)
+    arch = {"d_model": a.d_model, "n_layers": a.layers, "n_heads": a.heads, "d_ff": a.d_ff,
+            "var_head": 0 if a.no_var_head else 1}
+    cfg = TrainConfig(data=a.data, run=a.run, arch=arch, loss=a.loss,
+                      forced_weight=a.forced_weight, steps=a.steps, batch=a.batch, lr=a.lr,
+                      weight_decay=a.weight_decay, warmup=a.warmup, seed=a.seed,
+                      val_rows=a.val_rows, eval_every=a.eval_every, ckpt_every=a.ckpt_every,
+                      device=a.device, stop_at=a.stop_at, time_budget=a.time_budget)
+    try:
+        m = train(cfg, log=print, progress=not a.quiet)
+    except (ValueError, ShardError) as e:        # a resume with other settings, an empty split
+        print(f"eqfast-train-stage2: {e}", file=sys.stderr)
+        return 2
+    if m:
+        print(f"final val: MSE {m['mse']:.3f} MAE {m['mae']:.3f} agreement "
+              f"{m['agreement']:.4f} regret {m['regret']:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

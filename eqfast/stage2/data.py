@@ -1,0 +1,95 @@
+"""eqfast-generate records -> the compact tensors Stage 2 trains and evaluates on.
+
+Per record (docs/DATASET.md, schema 2.1):
+
+    tokens   int8 [R, 36, 8]  transcript_tokens as stored (the model's input)
+    lengths  int64 [R]        transcript_lengths
+    q        float32 [R, 7]   e_q_mean in points at legal slots, 0 elsewhere
+    s2       float32 [R, 7]   the label's sampling variance at legal slots, points²:
+                              e_q_var / ess (the variance of a weighted mean of worlds with
+                              normalized weights w is Var[Q] * sum w² = Var[Q] / ess); 0 where
+                              every consistent world was enumerated (the label is exact
+                              given the oracle) and at illegal slots
+    legal    bool [R, 7]      legal_mask
+    weight   float32 [R]      the decision's weight in the loss: 1, or `forced_weight` for a
+                              forced decision (one legal move: nothing to choose, and its
+                              value is learned from the other decisions of the position's
+                              kind)
+
+`data_card` summarizes where the records came from (for the weights file's metadata) and
+`data_hash` fingerprints the shards read, from the SHA-256 their sidecars record.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+
+from ..data.schema import DecisionRecords
+from ..data.shards import ShardError, load_records, split_shards
+
+#: default loss weight of a decision with one legal move (docs/STAGE2.md)
+FORCED_WEIGHT = 0.1
+
+
+def prepare_rows(records: DecisionRecords, forced_weight: float = FORCED_WEIGHT) -> dict:
+    """The compact tensors above, from records of any split."""
+    legal = records["legal_mask"].clone()
+    q = torch.where(legal, records["e_q_mean"], torch.zeros_like(records["e_q_mean"]))
+    ess = records["ess"].clamp(min=1.0)[:, None]
+    exact = records["enumerated"][:, None]
+    s2 = torch.where(legal & ~exact, records["e_q_var"] / ess, torch.zeros_like(q))
+    forced = legal.sum(1) == 1
+    weight = torch.where(forced, torch.full(forced.shape, float(forced_weight)),
+                         torch.ones(forced.shape))
+    return {"tokens": records["transcript_tokens"].contiguous(),
+            "lengths": records["transcript_lengths"].clone(),
+            "q": q.float().contiguous(), "s2": s2.float().contiguous(),
+            "legal": legal.contiguous(), "weight": weight.float()}
+
+
+def load_split(data, split: str) -> tuple[DecisionRecords, list[dict]]:
+    """(records, shard metadata) of one split of an eqfast-generate directory; ShardError
+    naming the directory when the split has no shards or no records."""
+    root = Path(data)
+    if not (root / split).is_dir():
+        raise ShardError(f"{root}: no {split}/ directory (expected the output of "
+                         "eqfast-generate --out DIR)")
+    records, metas = load_records(root, split=split)
+    if len(records) == 0:
+        raise ShardError(f"{root / split}: no records (generate more games: the {split} split "
+                         "holds about 5% of them, train 90%)")
+    return records, metas
+
+
+def data_hash(data, splits=("train", "val")) -> str:
+    """Hash of the shards of `splits`: their names and the tensor files' SHA-256 (from the
+    sidecars, which `read_shard` checks against the files)."""
+    h = hashlib.sha256()
+    for split in splits:
+        for path in split_shards(Path(data) / split):
+            side = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+            h.update(f"{split}/{path.name}:{side['shard']['sha256']};".encode())
+    return h.hexdigest()[:16]
+
+
+def data_card(data, parts: dict[str, tuple[DecisionRecords, list[dict]]]) -> dict:
+    """Where the records came from: path, games and records per split, seed range, and the
+    generator's oracle, worlds per decision and run seed (from the first shard)."""
+    meta = next(iter(parts.values()))[1][0]
+    card = {"data": str(data), "splits": {}}
+    seeds = []
+    for split, (records, _) in parts.items():
+        s = records["seed"]
+        seeds.append(s)
+        card["splits"][split] = {"games": int(torch.unique(s).numel()), "records": len(records)}
+    all_seeds = torch.cat(seeds)
+    oracle = meta.get("oracle", {})
+    card.update(seed_min=int(all_seeds.min()), seed_max=int(all_seeds.max()),
+                oracle={k: oracle[k] for k in ("name", "path", "sha256") if k in oracle} or oracle,
+                n_samples=meta.get("n_samples"), run_seed=meta.get("run_seed"),
+                posterior=meta.get("posterior", {}).get("enabled"),
+                exploration=meta.get("exploration"), decl_mode=meta.get("decl_mode"))
+    return card

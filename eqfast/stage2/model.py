@@ -1,0 +1,170 @@
+"""The Stage 2 network: public transcript tokens -> μ(a) (and log σ²) per current-hand slot.
+
+Input: the transcript of one decision (tokenizer `transcript_v1`, eqfast/engine/transcript.py
+and docs/DATASET.md): tokens int [B, 36, 8] and lengths [B]. Output, per current-hand slot
+i (= hand token 1 + i, the order of the records' per-slot fields):
+
+    mu       [B, 7]  the predicted E[Q] of playing slot i, in points (actor frame)
+    log_var  [B, 7]  log σ² in points² of the model's predictive variance of the label
+                     (zeros when the config has no variance head; see docs/STAGE2.md)
+
+Slots at and beyond the hand size hold numbers that mean nothing: callers mask them with
+the legal moves, as the records' `legal_mask` does.
+
+Architecture: each token is the sum of one embedding per feature (high, low, double,
+count, relative player, in hand, declaration, token type), an embedding of (declaration,
+tile) (what the tile is under the contract: trump, suit, count, in one lookup) and a
+learned embedding of its position (0..35), so the order of the plays is seen; pre-norm
+encoder layers whose attention ignores the padding (key-padding mask from the lengths);
+a linear head read at positions 1..7. The network works in units of Q/42 internally
+(Q_SCALE) and scales μ back to points.
+
+No data-dependent Python control flow: the module is TorchScript-able and `torch.export`
+clean with a dynamic batch dimension (tests/test_stage2.py).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..engine.transcript import MAX_TOKENS, N_FEATURES
+from ..rules.tables import HAND_SIZE, N_TILES
+
+#: Values in points are divided by this inside the network (|Q| <= 42).
+Q_SCALE = 42.0
+N_DECLS = 10
+#: number of values of each token feature (transcript_v1): high, low, double, count,
+#: relative player, in hand, decl, type
+FEATURE_SIZES = (7, 7, 2, 3, 4, 2, N_DECLS, 3)
+
+DEFAULT_CONFIG = {"d_model": 64, "n_layers": 3, "n_heads": 4, "d_ff": 128, "var_head": 1}
+#: config keys and the ranges a weights file may give them
+CONFIG_RANGES = {"d_model": (8, 1024), "n_layers": (1, 16), "n_heads": (1, 32),
+                 "d_ff": (8, 8192), "var_head": (0, 1)}
+
+
+def check_config(config: dict) -> dict:
+    """The config with int values; ValueError naming the key for anything else."""
+    if not isinstance(config, dict):
+        raise ValueError(f"config must be a JSON object, got {config!r}")
+    unknown = sorted(set(config) - set(CONFIG_RANGES))
+    missing = sorted(set(CONFIG_RANGES) - set(config))
+    if unknown or missing:
+        raise ValueError(f"config keys: unknown {unknown}, missing {missing}")
+    out = {}
+    for key, (lo, hi) in CONFIG_RANGES.items():
+        value = config[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ValueError(f"config {key!r} must be an integer in [{lo}, {hi}], got {value!r}")
+        out[key] = value
+    if out["d_model"] % out["n_heads"]:
+        raise ValueError(f"config d_model {out['d_model']} is not a multiple of n_heads "
+                         f"{out['n_heads']}")
+    return out
+
+
+class _EncoderLayer(nn.Module):
+    """Pre-norm self-attention (key-padding mask) + ReLU feed-forward."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.norm1 = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.ff1 = nn.Linear(d_model, d_ff)
+        self.ff2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: torch.Tensor, attend: torch.Tensor) -> torch.Tensor:
+        """x [B, T, d]; attend [B, 1, 1, T] bool (True: a live key)."""
+        b, t, d = x.shape
+        h = self.n_heads
+        qkv = self.qkv(self.norm1(x)).reshape(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+        att = nn.functional.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2],
+                                                         attn_mask=attend)
+        x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
+        return x + self.ff2(torch.relu(self.ff1(self.norm2(x))))
+
+
+class Stage2Model(nn.Module):
+    """Transformer over the transcript tokens; `forward(tokens, lengths) -> (mu, log_var)`."""
+
+    def __init__(self, d_model: int = 64, n_layers: int = 3, n_heads: int = 4, d_ff: int = 128,
+                 var_head: int = 1):
+        super().__init__()
+        self.q_scale = Q_SCALE
+        self.var_head = int(var_head)
+        self.n_tiles = N_TILES
+        self.decl_tile_index = N_DECLS * N_TILES
+        self.hand_size = HAND_SIZE
+        # log(42²): log σ² of a value in points from log σ² in units of Q/42
+        self.log_var_shift = 2.0 * math.log(Q_SCALE)
+        offsets = [0]
+        for size in FEATURE_SIZES[:-1]:
+            offsets.append(offsets[-1] + size)
+        self.register_buffer("feature_offset", torch.tensor(offsets, dtype=torch.int64),
+                             persistent=False)
+        self.register_buffer("feature_max", torch.tensor(FEATURE_SIZES, dtype=torch.int64) - 1,
+                             persistent=False)
+        self.register_buffer("positions", torch.arange(MAX_TOKENS, dtype=torch.int64),
+                             persistent=False)
+        self.feature_embed = nn.Embedding(sum(FEATURE_SIZES), d_model)
+        # (decl, tile) of tile tokens; index N_DECLS * N_TILES for the declaration token
+        self.tile_embed = nn.Embedding(N_DECLS * N_TILES + 1, d_model)
+        self.position_embed = nn.Embedding(MAX_TOKENS, d_model)
+        self.layers = nn.ModuleList([_EncoderLayer(d_model, n_heads, d_ff)
+                                     for _ in range(n_layers)])
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, 2 if self.var_head else 1)
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor):
+        """tokens [B, 36, 8] int (int8 as stored, or int64), lengths [B] int64 ->
+        (mu [B, 7] points, log_var [B, 7] log points²)."""
+        live = self.positions[None, :] < lengths[:, None]                  # [B, T]
+        # features clamped to their ranges and zeroed past the length, so whatever the
+        # padding holds changes no output
+        f = torch.minimum(tokens.long().clamp(min=0), self.feature_max) * live[..., None]
+        x = self.feature_embed(f + self.feature_offset).sum(2)
+        tile = f[..., 0] * (f[..., 0] + 1) // 2 + f[..., 1]
+        tile_index = torch.where(f[..., 7] > 0, f[..., 6] * self.n_tiles + tile,
+                                 torch.full_like(tile, self.decl_tile_index))
+        x = x + self.tile_embed(tile_index) + self.position_embed(self.positions)
+        attend = live[:, None, None, :]
+        for layer in self.layers:
+            x = layer(x, attend)
+        out = self.head(self.norm(x[:, 1:1 + self.hand_size]))                  # [B, 7, 1 or 2]
+        mu = out[..., 0] * self.q_scale
+        if self.var_head:
+            log_var = out[..., 1] + self.log_var_shift
+        else:
+            log_var = torch.zeros_like(mu)
+        return mu, log_var
+
+
+def build_model(config: dict) -> Stage2Model:
+    """A fresh model of `config` (DEFAULT_CONFIG's keys); ValueError for a bad config."""
+    return Stage2Model(**check_config(config))
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def script_model(model: Stage2Model) -> torch.jit.ScriptModule:
+    """TorchScript of `model` in eval mode (same outputs as the eager module)."""
+    return torch.jit.script(model.eval())
+
+
+def export_program(model: Stage2Model, n: int = 4):
+    """`torch.export.export` of `model` (eval) with a dynamic batch dimension."""
+    from torch.export import Dim, export
+
+    tokens = torch.zeros(n, MAX_TOKENS, N_FEATURES, dtype=torch.int64)
+    tokens[:, 0, 6] = torch.arange(n) % N_DECLS
+    lengths = torch.full((n,), 2, dtype=torch.int64)
+    batch = Dim("batch", min=1, max=1 << 20)
+    return export(model.eval(), (tokens, lengths),
+                  dynamic_shapes={"tokens": {0: batch}, "lengths": {0: batch}})

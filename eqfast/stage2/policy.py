@@ -1,0 +1,48 @@
+"""The Stage 2 model as a player: the move of the acting seat of every game of a batch.
+
+`stage2_slots(model, games)` builds the acting seat's transcript tokens
+(`eqfast.engine.transcript.transcript_tokens`: the declaration, the seat's own current
+hand, every play so far, nothing hidden), runs one forward, takes the argmax of μ over the
+legal moves (ties: the lowest current-hand slot) and maps that current-hand slot back to
+the slot of the seat's initial hand that `BatchedGames.play` takes
+(`current_hand_order`). The legal moves come from the seat's own hand and the led suit,
+both public to it. So the decision depends on public information only
+(tests/test_stage2.py swaps the hidden hands and checks it).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..engine.transcript import current_hand_order, transcript_tokens
+
+
+def current_legal(games, slot_of_pos: torch.Tensor | None = None) -> torch.Tensor:
+    """Legal moves [B, 7] of the acting seat in current-hand order (hand token 1 + i)."""
+    if slot_of_pos is None:
+        slot_of_pos = current_hand_order(games)
+    legal = games.legal_mask().gather(1, slot_of_pos.clamp(min=0))
+    return legal & (slot_of_pos >= 0)
+
+
+@torch.no_grad()
+def stage2_mu(model, games) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(mu [B, 7] points in current-hand order, legal [B, 7] in the same order,
+    slot_of_pos [B, 7]: the initial-hand slot of each current-hand position, -1 padded)."""
+    tokens, lengths = transcript_tokens(games)
+    mu, _ = model(tokens.long(), lengths)
+    slot_of_pos = current_hand_order(games)
+    return mu, current_legal(games, slot_of_pos), slot_of_pos
+
+
+@torch.no_grad()
+def stage2_slots(model, games) -> torch.Tensor:
+    """Initial-hand slot [B] int64 the acting seat of each game plays (argmax μ over its
+    legal moves); 0 for finished games, which `BatchedGames.play` leaves as they are.
+
+    `model` is a Stage2Model (eval mode), its TorchScript, or anything with the same
+    call (tokens int64 [B, 36, 8], lengths [B]) -> (mu, log_var), on `games.device`."""
+    mu, legal, slot_of_pos = stage2_mu(model, games)
+    masked = torch.where(legal, mu.float(), torch.full_like(mu, float("-inf"), dtype=torch.float32))
+    choice = masked.argmax(1)                                   # first maximum: lowest slot
+    slot = slot_of_pos.gather(1, choice[:, None])[:, 0]
+    return torch.where(legal.any(1) & (slot >= 0), slot, torch.zeros_like(slot))

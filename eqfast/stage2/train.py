@@ -1,0 +1,257 @@
+"""Train the Stage 2 model on eqfast-generate records (the train and val splits as written).
+
+Loss (units of Q/42, docs/STAGE2.md):
+
+    mse  (default)  sum_r w_r sum_{legal i} (μ_ri - E[Q]_ri)² / sum_r w_r n_legal_r
+    nll             mse + the Gaussian negative log-likelihood of the label under the
+                    variance head, with μ held fixed (detached) in it:
+                    sum_r w_r sum_{legal i} ½ (log v_ri + (μ_ri - E[Q]_ri)² / v_ri) / (same),
+                    v = σ²_ri + s²_ri, σ² = exp(log_var) the model's predictive variance and
+                    s² = e_q_var / ess the label's own sampling variance (stage2/data.py).
+                    μ is learned by the MSE alone, so both variants fit the same μ; the
+                    head learns how far the label lies from μ beyond the sampling noise.
+
+w_r is 1, or `forced_weight` (default 0.1) for a decision with one legal move.
+
+AdamW, linear warm-up then cosine decay to `min_lr_frac` * lr at `steps` (or over the spent
+fraction of `time_budget`). Each step draws `batch` records uniformly (with replacement)
+from the train split with a CPU generator keyed by mix_seed(seed, step), whatever the
+device, so a run is a pure function of (data, arguments, seed) and a resumed run continues
+the same sequence: interrupted and resumed equals straight, bit for bit on the CPU
+(tests/test_stage2.py). A `time_budget` run depends on the machine's speed.
+
+Run directory (as eqfast/oracle/train.py):
+    checkpoint.safetensors  model + optimizer state + history (atomic; resumed automatically)
+    best.safetensors        weights (stage2/weights.py format) with the lowest val regret
+    last.safetensors        weights at the latest evaluation
+    history.jsonl           one JSON line per evaluation (the learning curve)
+    config.json             the arguments of the run
+"""
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..oracle.train import load_checkpoint, save_checkpoint
+from ..rules.deal import mix_seed
+from ..utils.atomic import atomic_write_text
+from .data import FORCED_WEIGHT, data_card, data_hash, load_split, prepare_rows
+from .evaluate import metrics as eval_metrics
+from .evaluate import predict
+from .model import DEFAULT_CONFIG, Q_SCALE, build_model, check_config, count_parameters
+from .weights import save_stage2
+
+LOSSES = ("mse", "nll")
+#: Steps between reads of the loss (each read waits for the device).
+LOSS_EVERY = 50
+#: arguments a resumed run must share with the checkpoint (the others may change)
+RESUME_KEYS = ("arch", "loss", "forced_weight", "steps", "batch", "lr", "weight_decay",
+               "warmup", "min_lr_frac", "seed", "time_budget")
+
+
+@dataclass
+class TrainConfig:
+    data: str                  # an eqfast-generate output directory (train/ val/ test/)
+    run: str
+    arch: dict = field(default_factory=lambda: dict(DEFAULT_CONFIG))
+    loss: str = "mse"
+    forced_weight: float = FORCED_WEIGHT
+    steps: int = 20000
+    batch: int = 256
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup: int = 500
+    min_lr_frac: float = 0.05
+    seed: int = 0
+    val_rows: int = 50000
+    eval_every: int = 1000
+    ckpt_every: int = 1000
+    device: str = "cpu"
+    stop_at: int | None = None   # leave the loop after this step (checkpointed), as if interrupted
+    time_budget: float | None = None  # seconds of training wall time; schedule over time
+
+
+def check_train_config(cfg: TrainConfig) -> None:
+    """ValueError naming the first bad setting."""
+    if cfg.loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}, got {cfg.loss!r}")
+    check_config(cfg.arch)
+    if cfg.loss == "nll" and not cfg.arch["var_head"]:
+        raise ValueError("loss 'nll' needs a model with a variance head (var_head 1)")
+    if not 0 <= cfg.forced_weight <= 1:
+        raise ValueError(f"forced_weight must be in [0, 1], got {cfg.forced_weight}")
+    for name in ("steps", "batch", "eval_every", "ckpt_every", "val_rows"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {cfg.warmup}")
+    if not cfg.lr > 0:
+        raise ValueError(f"lr must be > 0, got {cfg.lr}")
+    if cfg.time_budget is not None and not cfg.time_budget > 0:
+        raise ValueError(f"time_budget must be > 0 seconds, got {cfg.time_budget}")
+
+
+def lr_at(cfg: TrainConfig, step: int, wall_s: float = 0.0) -> float:
+    """Linear warm-up over `warmup` steps, then cosine decay over the remaining steps, or
+    over the spent fraction of `time_budget` (wall_s: training seconds so far) when set."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    if cfg.time_budget is not None:
+        frac = min(1.0, wall_s / cfg.time_budget)
+    else:
+        frac = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
+    return cfg.lr * (cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def stage2_loss(mu: torch.Tensor, log_var: torch.Tensor, batch: dict, loss: str = "mse") -> torch.Tensor:
+    """The loss of the module docstring; mu, log_var in points / log points² as the model
+    gives them, batch: `prepare_rows` tensors of the same rows."""
+    legal = batch["legal"].to(mu.dtype)
+    w = batch["weight"][:, None] * legal
+    denom = w.sum().clamp(min=1e-12)
+    diff = (mu - batch["q"]) / Q_SCALE
+    total = (w * diff ** 2).sum() / denom
+    if loss == "nll":
+        v = (log_var - 2.0 * math.log(Q_SCALE)).exp() + batch["s2"] / Q_SCALE ** 2
+        nll = 0.5 * (v.log() + diff.detach() ** 2 / v)
+        total = total + (w * nll).sum() / denom
+    return total
+
+
+def machine() -> str:
+    """The CPU model and core count (or the GPU's name) the run trained on, for the card."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+    return f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+
+
+def _batch(rows: dict, idx: torch.Tensor, device) -> dict:
+    return {k: v[idx].to(device) for k, v in rows.items()}
+
+
+def evaluate_rows(model, rows: dict, device, loss: str) -> dict:
+    """Val figures (evaluate.metrics) plus the training objective on these rows."""
+    mu, log_var = predict(model, rows["tokens"], rows["lengths"], device)
+    m = eval_metrics(mu, log_var if model.var_head else None, rows)
+    m["loss"] = float(stage2_loss(mu, log_var, rows, loss))
+    return m
+
+
+def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
+    """Train (or resume) per `cfg`; returns the last evaluation's metrics."""
+    from ..utils.progress import Progress
+
+    check_train_config(cfg)
+    run = Path(cfg.run)
+    device = torch.device(cfg.device)
+    train_records, train_metas = load_split(cfg.data, "train")
+    val_records, val_metas = load_split(cfg.data, "val")
+    card = data_card(cfg.data, {"train": (train_records, train_metas),
+                                "val": (val_records, val_metas)})
+    dh = data_hash(cfg.data)
+    train_rows = prepare_rows(train_records, cfg.forced_weight)
+    val_rows = {k: v[:cfg.val_rows] for k, v in prepare_rows(val_records, cfg.forced_weight).items()}
+    del train_records, val_records
+
+    run.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg.arch).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    ckpt = run / "checkpoint.safetensors"
+    state = {"records_seen": 0, "best_regret": None, "history": [], "wall_s": 0.0,
+             "config": asdict(cfg)}
+    step = 0
+    if ckpt.exists():
+        step, state = load_checkpoint(ckpt, model, optimizer)
+        saved = state.get("config", {})
+        changed = [k for k in RESUME_KEYS if saved.get(k) != asdict(cfg)[k]]
+        if changed:
+            raise ValueError(f"{ckpt}: the run was started with other settings ("
+                             + ", ".join(f"{k}: {saved.get(k)!r} there, {asdict(cfg)[k]!r} now"
+                                         for k in changed)
+                             + "); resume with the same ones or use another --run")
+        log(f"resumed {ckpt} at step {step} ({state['records_seen']} records seen)", flush=True)
+    atomic_write_text(run / "config.json", json.dumps(asdict(cfg), indent=1) + "\n")
+    n = train_rows["q"].shape[0]
+    log(f"{count_parameters(model)} parameters ({cfg.arch}); {n} train records, "
+        f"{val_rows['q'].shape[0]} val records ({card['splits']['train']['games']} + "
+        f"{card['splits']['val']['games']} games); loss {cfg.loss}, forced weight "
+        f"{cfg.forced_weight}", flush=True)
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else machine()
+
+    metrics: dict = {}
+    t_start, wall0 = time.perf_counter(), state["wall_s"]
+    wall = lambda: wall0 + time.perf_counter() - t_start  # noqa: E731
+    end = cfg.steps if cfg.stop_at is None else min(cfg.steps, cfg.stop_at)
+    if cfg.time_budget is not None and wall0 >= cfg.time_budget:
+        log(f"the time budget of {cfg.time_budget:.0f} s is spent ({wall0:.0f} s trained)")
+        end = step
+    bar = Progress(total=max(0, end - step), desc=f"train-stage2 (steps {step}..{end})",
+                   unit="steps", disable=not progress)
+    model.train()
+    loss_value = float("nan")
+    while step < end:
+        gen = torch.Generator().manual_seed(mix_seed(cfg.seed, step))
+        idx = torch.randint(n, (cfg.batch,), generator=gen)
+        batch = _batch(train_rows, idx, device)
+        for g in optimizer.param_groups:
+            g["lr"] = lr_at(cfg, step, wall())
+        mu, log_var = model(batch["tokens"].long(), batch["lengths"])
+        loss = stage2_loss(mu, log_var, batch, cfg.loss)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        step += 1
+        state["records_seen"] += cfg.batch
+        out_of_time = cfg.time_budget is not None and wall() >= cfg.time_budget
+        last = step == end or out_of_time
+        evaluate = step % cfg.eval_every == 0 or last
+        if step % LOSS_EVERY == 0 or evaluate:
+            loss_value = loss.item()
+            bar.update(1, loss=loss_value)
+        else:
+            bar.update(1)
+        if evaluate:
+            metrics = evaluate_rows(model, val_rows, device, cfg.loss)
+            state["wall_s"] = wall()
+            point = {"step": step, "records_seen": state["records_seen"],
+                     "wall_s": round(state["wall_s"], 1), "train_loss": loss_value,
+                     **{k: metrics[k] for k in ("loss", "mse", "mae", "agreement", "regret")}}
+            state["history"].append(point)
+            atomic_write_text(run / "history.jsonl",
+                              "".join(json.dumps(h) + "\n" for h in state["history"]))
+            bar.set_postfix(loss=loss_value, val_mse=metrics["mse"], val_regret=metrics["regret"])
+            log(f"step {step}: train loss {loss_value:.5f}, val MSE {metrics['mse']:.3f} "
+                f"MAE {metrics['mae']:.3f} agreement {metrics['agreement']:.4f} regret "
+                f"{metrics['regret']:.4f}", flush=True)
+            train_info = {"seed": cfg.seed, "step": step, "steps": cfg.steps,
+                          "records_seen": state["records_seen"], "wall_s": round(state["wall_s"], 1),
+                          "batch": cfg.batch, "lr": cfg.lr, "loss": cfg.loss,
+                          "forced_weight": cfg.forced_weight, "device": device_name,
+                          "time_budget_s": cfg.time_budget, "data_card": card}
+            val_metrics = {"split": "val", **metrics}
+            save_stage2(run / "last.safetensors", model, cfg.arch, dh, val_metrics, train_info)
+            if state["best_regret"] is None or metrics["regret"] < state["best_regret"]:
+                state["best_regret"] = metrics["regret"]
+                save_stage2(run / "best.safetensors", model, cfg.arch, dh, val_metrics, train_info)
+        if step % cfg.ckpt_every == 0 or last:
+            state["wall_s"] = wall()
+            save_checkpoint(ckpt, model, optimizer, step, state)
+        if out_of_time:
+            log(f"time budget of {cfg.time_budget:.0f} s spent at step {step}", flush=True)
+            break
+    bar.close()
+    return metrics

@@ -1,0 +1,407 @@
+"""Stage 2 (eqfast/stage2, docs/STAGE2.md): the model, its weights files, the trainer, the
+evaluation command and the policy adapter, on a tiny dataset generated here."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from eqfast.cli import eval_stage2, generate, train_stage2
+from eqfast.data.shards import load_records
+from eqfast.engine.games import setup_games
+from eqfast.engine.transcript import current_hand_order, transcript_tokens
+from eqfast.rules.batched import BatchedGames
+from eqfast.rules.tables import torch_tables
+from eqfast.stage2.data import prepare_rows
+from eqfast.stage2.model import build_model, export_program, script_model
+from eqfast.stage2.policy import current_legal, stage2_slots
+from eqfast.stage2.train import TrainConfig, stage2_loss, train
+from eqfast.stage2.weights import (Stage2WeightsError, load_stage2, load_stage2_with_meta,
+                                   save_stage2)
+
+TINY_ARCH = {"d_model": 32, "n_layers": 1, "n_heads": 4, "d_ff": 64, "var_head": 1}
+#: seeds 0..27 hold games of all three splits (val: 0, 26; test: 1, 17, 20)
+N_GAMES = 28
+
+
+def quiet(*args, **kwargs):
+    pass
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("stage2") / "data"
+    status = generate.main(["--out", str(out), "--games", str(N_GAMES), "--games-per-batch",
+                            str(N_GAMES), "--n-samples", "8", "--threads", "1", "--quiet"])
+    assert status == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def records(dataset):
+    return load_records(dataset)[0]
+
+
+def tiny_config(dataset, run, **kw) -> TrainConfig:
+    base = dict(data=str(dataset), run=str(run), arch=dict(TINY_ARCH), steps=40, batch=64,
+                lr=3e-3, warmup=5, eval_every=20, ckpt_every=20)
+    return TrainConfig(**{**base, **kw})
+
+
+def random_model(seed=0, **arch):
+    torch.manual_seed(seed)
+    return build_model({**TINY_ARCH, **arch}).eval()
+
+
+# ---------------------------------------------------------------- the model
+def test_shapes_and_int8_input(records):
+    model = random_model()
+    tokens, lengths = records["transcript_tokens"][:9], records["transcript_lengths"][:9]
+    with torch.no_grad():
+        mu, log_var = model(tokens.long(), lengths)
+        mu8, log_var8 = model(tokens, lengths)
+    assert mu.shape == log_var.shape == (9, 7)
+    assert mu.dtype == log_var.dtype == torch.float32
+    assert torch.isfinite(mu).all() and torch.isfinite(log_var).all()
+    assert torch.equal(mu, mu8) and torch.equal(log_var, log_var8)
+    no_var = random_model(var_head=0)
+    with torch.no_grad():
+        assert torch.equal(no_var(tokens, lengths)[1], torch.zeros(9, 7))
+
+
+def test_padding_beyond_the_length_changes_nothing(records):
+    model = random_model()
+    tokens = records["transcript_tokens"][:64].long()
+    lengths = records["transcript_lengths"][:64]
+    garbage = torch.randint(0, 7, tokens.shape, generator=torch.Generator().manual_seed(1))
+    pad = torch.arange(36)[None, :, None] >= lengths[:, None, None]
+    assert pad.any()
+    with torch.no_grad():
+        mu, log_var = model(tokens, lengths)
+        mu2, log_var2 = model(torch.where(pad, garbage, tokens), lengths)
+    assert torch.equal(mu, mu2) and torch.equal(log_var, log_var2)
+
+
+def test_order_of_the_plays_matters(records):
+    """Swapping two plays (same tiles, other order) changes μ: positions are seen."""
+    model = random_model()
+    r = int(torch.nonzero(records["decision_idx"] >= 6)[0])
+    tokens = records["transcript_tokens"][r:r + 1].long().clone()
+    length = records["transcript_lengths"][r:r + 1]
+    swapped = tokens.clone()
+    last = int(length) - 1
+    swapped[0, [last, last - 4]] = tokens[0, [last - 4, last]]
+    with torch.no_grad():
+        assert not torch.allclose(model(tokens, length)[0], model(swapped, length)[0])
+
+
+def test_torchscript_and_export_give_the_eager_outputs(records):
+    model = random_model()
+    tokens = records["transcript_tokens"][:33].long()
+    lengths = records["transcript_lengths"][:33]
+    with torch.no_grad():
+        mu, log_var = model(tokens, lengths)
+        smu, slog_var = script_model(model)(tokens, lengths)
+        emu, elog_var = export_program(model).module()(tokens, lengths)
+    torch.testing.assert_close(smu, mu, rtol=0, atol=1e-5)
+    torch.testing.assert_close(slog_var, log_var, rtol=0, atol=1e-5)
+    torch.testing.assert_close(emu, mu, rtol=0, atol=1e-5)
+    torch.testing.assert_close(elog_var, log_var, rtol=0, atol=1e-5)
+
+
+# ---------------------------------------------------------------- weights files
+def test_weights_round_trip(tmp_path, records):
+    model = random_model(3)
+    path = tmp_path / "w.safetensors"
+    save_stage2(path, model, TINY_ARCH, "abc", {"mse": 1.5}, {"steps": 7})
+    loaded, meta = load_stage2_with_meta(path)
+    tokens, lengths = records["transcript_tokens"][:5], records["transcript_lengths"][:5]
+    with torch.no_grad():
+        assert torch.equal(loaded(tokens, lengths)[0], model(tokens, lengths)[0])
+    assert meta["config"] == TINY_ARCH and meta["data_hash"] == "abc"
+    assert meta["metrics"] == {"mse": 1.5} and meta["train"] == {"steps": 7}
+    assert not load_stage2(path).training
+
+
+def _bad_files(tmp_path):
+    from safetensors.torch import save
+
+    model = random_model()
+    good = tmp_path / "good.safetensors"
+    save_stage2(good, model, TINY_ARCH)
+    blob = good.read_bytes()
+    files = {}
+    files["truncated"] = tmp_path / "truncated.safetensors"
+    files["truncated"].write_bytes(blob[:len(blob) // 2])
+    files["pickle"] = tmp_path / "pickle.pt"
+    torch.save(model.state_dict(), files["pickle"])
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    meta = {"format": "eqfast-stage2", "format_version": "1", "tokenizer_version": "transcript_v1",
+            "config": json.dumps(TINY_ARCH), "data_hash": "", "metrics": "{}", "train": "{}"}
+    nonfinite = dict(state)
+    nonfinite["head.weight"] = torch.full_like(state["head.weight"], float("nan"))
+    files["nonfinite"] = tmp_path / "nan.safetensors"
+    files["nonfinite"].write_bytes(save(nonfinite, metadata=meta))
+    files["mismatch"] = tmp_path / "mismatch.safetensors"
+    files["mismatch"].write_bytes(save(state, metadata={**meta, "config": json.dumps(
+        {**TINY_ARCH, "d_model": 64})}))
+    files["missing_tensor"] = tmp_path / "missing.safetensors"
+    files["missing_tensor"].write_bytes(save({k: v for k, v in state.items() if k != "norm.bias"},
+                                             metadata=meta))
+    files["bad_config"] = tmp_path / "config.safetensors"
+    files["bad_config"].write_bytes(save(state, metadata={**meta, "config": '{"d_model": -1}'}))
+    files["version"] = tmp_path / "version.safetensors"
+    files["version"].write_bytes(save(state, metadata={**meta, "format_version": "9"}))
+    files["oracle"] = tmp_path / "oracle.safetensors"
+    files["oracle"].write_bytes(save(state, metadata={**meta, "format": "eqfast-oracle"}))
+    files["missing"] = tmp_path / "nothing.safetensors"
+    files["directory"] = tmp_path
+    return files
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("truncated", "not a readable safetensors"), ("pickle", "not a readable safetensors"),
+    ("nonfinite", "non-finite"), ("mismatch", "feature_embed.weight' is torch.float32[38, 32]"), ("missing_tensor", "norm.bias"),
+    ("bad_config", "bad 'config'"), ("version", "format_version"),
+    ("oracle", "oracle (Stage 1) weights"), ("missing", "does not exist"),
+    ("directory", "is a directory")])
+def test_bad_weights_files_name_the_file_and_the_problem(tmp_path, case, needle):
+    path = _bad_files(tmp_path)[case]
+    with pytest.raises(Stage2WeightsError) as e:
+        load_stage2(path)
+    assert str(path) in str(e.value) and needle in str(e.value), str(e.value)
+
+
+# ---------------------------------------------------------------- data and loss
+def test_prepare_rows_weights_and_label_variance(records):
+    rows = prepare_rows(records, forced_weight=0.25)
+    forced = records["legal_mask"].sum(1) == 1
+    assert forced.any() and (~forced).any()
+    assert torch.equal(rows["weight"], torch.where(forced, 0.25, 1.0))
+    legal = records["legal_mask"]
+    want = torch.where(legal & ~records["enumerated"][:, None],
+                       records["e_q_var"] / records["ess"][:, None], torch.zeros(()))
+    torch.testing.assert_close(rows["s2"], want)
+    assert torch.isfinite(rows["q"]).all() and (rows["q"][~legal] == 0).all()
+
+
+def test_loss_is_the_weighted_legal_mean():
+    q = torch.tensor([[10.0, -4.0, 0.0], [42.0, 0.0, 0.0]])
+    legal = torch.tensor([[True, True, False], [True, False, False]])
+    batch = {"q": q, "legal": legal, "weight": torch.tensor([1.0, 0.1]),
+             "s2": torch.zeros(2, 3)}
+    mu = torch.tensor([[4.0, 2.0, 99.0], [0.0, 99.0, 99.0]])
+    want = ((6 / 42) ** 2 + (6 / 42) ** 2 + 0.1 * 1.0) / 2.1
+    assert float(stage2_loss(mu, torch.zeros_like(mu), batch)) == pytest.approx(want, rel=1e-6)
+    # nll: mse plus the Gaussian NLL with sigma^2 = 1 point^2 and mu detached
+    log_var = torch.zeros_like(mu)
+    v = 1 / 42 ** 2
+    nll = (0.5 * (math.log(v) + (6 / 42) ** 2 / v) * 2 + 0.1 * 0.5 * (math.log(v) + 1 / v)) / 2.1
+    got = stage2_loss(mu.requires_grad_(), log_var, batch, "nll")
+    assert float(got.detach()) == pytest.approx(want + nll, rel=1e-5)
+    got.backward()
+    mse_grad = torch.autograd.grad(stage2_loss(mu, log_var, batch), mu)[0]
+    torch.testing.assert_close(mu.grad, mse_grad)
+
+
+# ---------------------------------------------------------------- the trainer
+def test_training_lowers_the_loss(dataset, tmp_path, records):
+    cfg = tiny_config(dataset, tmp_path / "run", steps=80, loss="nll")
+    train(cfg, log=quiet, progress=False)
+    rows = prepare_rows(records.select(records["split"] == 0))
+    torch.manual_seed(cfg.seed)
+    before = build_model(cfg.arch).eval()
+    after = load_stage2(tmp_path / "run" / "last.safetensors")
+    with torch.no_grad():
+        loss_before = float(stage2_loss(*before(rows["tokens"], rows["lengths"]), rows))
+        loss_after = float(stage2_loss(*after(rows["tokens"], rows["lengths"]), rows))
+    assert loss_after < 0.7 * loss_before, (loss_before, loss_after)
+    history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
+    assert [h["step"] for h in history] == [20, 40, 60, 80]
+    meta = load_stage2_with_meta(tmp_path / "run" / "best.safetensors")[1]
+    card = meta["train"]["data_card"]
+    assert card["splits"]["train"]["games"] + card["splits"]["val"]["games"] == 25
+    assert card["n_samples"] == 8 and meta["data_hash"]
+
+
+def test_resumed_run_equals_straight_run(dataset, tmp_path):
+    from safetensors.torch import load_file
+
+    train(tiny_config(dataset, tmp_path / "straight"), log=quiet, progress=False)
+    train(tiny_config(dataset, tmp_path / "resumed", stop_at=20), log=quiet, progress=False)
+    first = load_file(tmp_path / "resumed" / "checkpoint.safetensors")
+    train(tiny_config(dataset, tmp_path / "resumed"), log=quiet, progress=False)
+    a = load_file(tmp_path / "straight" / "checkpoint.safetensors")
+    b = load_file(tmp_path / "resumed" / "checkpoint.safetensors")
+    assert a.keys() == b.keys() and any(k.startswith("optim.") for k in a)
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert not torch.equal(first["model.head.weight"], b["model.head.weight"])
+    wa = load_file(tmp_path / "straight" / "last.safetensors")
+    wb = load_file(tmp_path / "resumed" / "last.safetensors")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_resume_with_other_settings_is_refused(dataset, tmp_path):
+    train(tiny_config(dataset, tmp_path / "run", stop_at=20), log=quiet, progress=False)
+    with pytest.raises(ValueError, match="lr"):
+        train(tiny_config(dataset, tmp_path / "run", lr=1e-2), log=quiet, progress=False)
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--forced-weight", "2"], "--forced-weight"), (["--heads", "5"], "--heads"),
+    (["--loss", "nll", "--no-var-head"], "--no-var-head"), (["--steps", "0"], "--steps"),
+    (["--device", "tpu"], "--device")])
+def test_train_cli_bad_flags_exit_2(dataset, tmp_path, capsys, flags, needle):
+    status = train_stage2.main(["--data", str(dataset), "--run", str(tmp_path / "r"), *flags])
+    assert status == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_train_cli_bad_data_exit_2(tmp_path, capsys):
+    assert train_stage2.main(["--data", str(tmp_path / "none"), "--run", str(tmp_path / "r")]) == 2
+    assert "--data" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- evaluation
+def test_eval_cli_json(dataset, tmp_path, capsys):
+    path = tmp_path / "w.safetensors"
+    save_stage2(path, random_model(), TINY_ARCH)
+    status = eval_stage2.main(["--weights", str(path), "--data", str(dataset), "--split", "val",
+                               "--json", "--speed-batch", "16"])
+    assert status == 0
+    m = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for key in ("records", "legal_moves", "mse", "mae", "agreement", "regret", "regret_uniform",
+                "within_1sigma", "within_2sigma", "mean_z2", "decisions_per_s_eager",
+                "decisions_per_s_torchscript"):
+        assert isinstance(m[key], (int, float)) and math.isfinite(m[key]), key
+    assert 0 <= m["agreement"] <= 1 and m["regret"] >= 0 and m["split"] == "val"
+    assert 0 <= m["within_1sigma"] <= m["within_2sigma"] <= 1
+
+
+@pytest.mark.parametrize("case", ["missing_weights", "oracle_weights", "no_data", "max_records"])
+def test_eval_cli_bad_input_exit_2(dataset, tmp_path, capsys, case):
+    from eqfast.oracle.weights import DEFAULT_MODEL
+
+    path = tmp_path / "w.safetensors"
+    save_stage2(path, random_model(), TINY_ARCH)
+    args, needle = {
+        "missing_weights": (["--weights", str(tmp_path / "none"), "--data", str(dataset)],
+                            f"{tmp_path / 'none'} does not exist"),
+        "oracle_weights": (["--weights", str(DEFAULT_MODEL), "--data", str(dataset)],
+                           "oracle (Stage 1) weights"),
+        "no_data": (["--weights", str(path), "--data", str(tmp_path / "none")],
+                    f"--data {tmp_path / 'none'}: no such directory"),
+        "max_records": (["--weights", str(path), "--data", str(dataset), "--max-records", "0"],
+                        "--max-records must be >= 1, got 0"),
+    }[case]
+    assert eval_stage2.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("eqfast-eval-stage2: ") and needle in err, err
+
+
+# ---------------------------------------------------------------- the policy adapter
+def _random_states(n_games=24, seed=5):
+    """Games 100.. played with random legal moves to 0..27 plays (one state per game)."""
+    hands, decl, leader = setup_games(range(100, 100 + n_games))
+    games = BatchedGames.new(hands, decl, leader)
+    rng = torch.Generator().manual_seed(seed)
+    stop = torch.randint(0, 28, (n_games,), generator=rng)
+    for k in range(28):
+        legal = games.legal_mask().float()
+        slot = torch.multinomial(legal + 1e-9 * (legal.sum(1, keepdim=True) == 0), 1,
+                                 generator=rng)[:, 0]
+        moved = games.play(slot)
+        keep = (stop <= k)
+        games = BatchedGames(**{f: torch.where(keep.view(-1, *[1] * (getattr(games, f).dim() - 1)),
+                                               getattr(games, f), getattr(moved, f))
+                                for f in games.__dataclass_fields__})
+    return games
+
+
+def _swap_hidden(games, seed=0):
+    """The same positions with the unplayed tiles of the three other seats dealt again among
+    them (same counts, no tile of a suit a seat has shown void in)."""
+    T = torch_tables("cpu")
+    rng = np.random.default_rng(seed)
+    hands, remaining = games.hands.clone(), games.remaining.clone()
+    changed = 0
+    for g in range(games.batch_size):
+        actor = int(games.current_player[g])
+        others = [s for s in range(4) if s != actor]
+        played, hidden = {}, {}
+        for s in others:
+            bits = [(int(remaining[g, s]) >> i) & 1 for i in range(7)]
+            hidden[s] = [int(hands[g, s, i]) for i in range(7) if bits[i]]
+            played[s] = [int(hands[g, s, i]) for i in range(7) if not bits[i]]
+        pool = sum((hidden[s] for s in others), [])
+        decl = int(games.decl[g])
+        for _ in range(200):
+            rng.shuffle(pool)
+            new, at = {}, 0
+            for s in others:
+                new[s], at = pool[at:at + len(hidden[s])], at + len(hidden[s])
+            void_ok = all(not bool(T["FOLLOWS"][decl, suit, t])
+                          for s in others for suit in range(8)
+                          if (int(games.voids[g, s]) >> suit) & 1 for t in new[s])
+            if void_ok and any(sorted(new[s]) != sorted(hidden[s]) for s in others):
+                break
+        else:
+            continue
+        changed += 1
+        for s in others:
+            hand = sorted(played[s] + new[s])
+            hands[g, s] = torch.tensor(hand)
+            remaining[g, s] = sum(1 << hand.index(t) for t in new[s])
+    return replace(games, hands=hands, remaining=remaining), changed
+
+
+def test_policy_uses_public_information_only():
+    model = random_model(7)
+    games = _random_states()
+    swapped, changed = _swap_hidden(games)
+    assert changed >= 10
+    assert not torch.equal(games.hands, swapped.hands)
+    for a, b in zip(transcript_tokens(games), transcript_tokens(swapped)):
+        assert torch.equal(a, b)
+    assert torch.equal(current_legal(games), current_legal(swapped))
+    slots = stage2_slots(model, games)
+    assert torch.equal(slots, stage2_slots(model, swapped))
+    assert torch.equal(slots, stage2_slots(script_model(model), games))
+    live = ~games.is_over
+    assert games.legal_mask()[torch.arange(games.batch_size), slots][live].all()
+
+
+def test_policy_on_recorded_states_plays_the_argmax_of_mu(records):
+    """Replay two recorded games: the state's tokens are the record's, and the adapter plays
+    the initial-hand slot of the current-hand slot with the largest μ among the legal ones."""
+    model = random_model(11)
+    seen_reordered = 0
+    for seed in (0, 5):
+        game = records.select(records["seed"] == seed).sort_by_game()
+        hands, decl, leader = setup_games([seed])
+        games = BatchedGames.new(hands, decl, leader)
+        for r in range(len(game)):
+            tokens, lengths = transcript_tokens(games)
+            assert torch.equal(tokens, game["transcript_tokens"][r:r + 1])
+            assert torch.equal(current_legal(games), game["legal_mask"][r:r + 1])
+            with torch.no_grad():
+                mu = model(game["transcript_tokens"][r:r + 1], game["transcript_lengths"][r:r + 1])[0]
+            best = torch.where(game["legal_mask"][r:r + 1], mu, float("-inf")).argmax(1)
+            order = current_hand_order(games)
+            slot = stage2_slots(model, games)
+            assert int(slot[0]) == int(order[0, best[0]])
+            seen_reordered += int(order[0, best[0]]) != int(best[0])
+            # the tile the adapter plays is the one of hand token 1 + best
+            hi, lo = (int(x) for x in game["transcript_tokens"][r, 1 + int(best[0]), :2])
+            actor = int(games.current_player[0])
+            assert int(games.hands[0, actor, slot[0]]) == hi * (hi + 1) // 2 + lo
+            taken = order[0, game["action_taken"][r]]
+            games = games.play(taken.view(1))
+        assert bool(games.is_over[0])
+    assert seen_reordered > 0
