@@ -343,8 +343,15 @@ def _pearson(x: torch.Tensor, y: torch.Tensor):
 
 
 def outcome_report(records: DecisionRecords, device="cpu") -> dict:
-    """Pearson r of E[Q] of the move taken vs the realized value to go, per decision index."""
-    realized, info = realized_values(records, device)
+    """Pearson r of E[Q] of the move taken vs the realized value to go, per decision index:
+    the records' own `realized_to_go` where stored, else replayed from the deals."""
+    if records.has_outcomes:
+        realized = records["realized_to_go"].double()
+        games = torch.unique(records["game_idx"])
+        info = {"n_games": len(games), "n_complete_games": len(games), "source": "records"}
+    else:
+        realized, info = realized_values(records, device)
+        info["source"] = "replay"
     taken = records["e_q_mean"].double().gather(1, records["action_taken"][:, None])[:, 0]
     ok = ~torch.isnan(realized)
     x, y, d = taken[ok], realized[ok], records["decision_idx"][ok]

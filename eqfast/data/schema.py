@@ -68,6 +68,16 @@ DEBUG_FIELDS: dict[str, Field] = {
     "world_owner": Field(torch.int8, ("N", 28), "seat (absolute) holding each tile id at the "
                          "deal in each world"),
 }
+#: what happened in the game after the decision; written by eqfast-generate (both pipelines),
+#: absent from files written before these fields existed and from re-run single decisions
+OUTCOME_FIELDS: dict[str, Field] = {
+    "realized_to_go": Field(torch.float32, (), "points the actor's team won minus the "
+                            "opponents' from this decision to the end of the hand, as played "
+                            "(the realized counterpart of E[Q] of the move taken)"),
+    "final_points": Field(torch.int8, (2,), "points of team 0 and team 1 at the end of the "
+                          "hand (they add up to 42)"),
+}
+OPTIONAL_FIELDS: dict[str, Field] = {**DEBUG_FIELDS, **OUTCOME_FIELDS}
 
 
 def split_of_seed(seeds) -> torch.Tensor:
@@ -99,12 +109,12 @@ class DecisionRecords:
         missing = [f for f in FIELDS if f not in tensors]
         if missing:
             raise ValueError(f"DecisionRecords: missing fields {missing}")
-        unknown = [f for f in tensors if f not in FIELDS and f not in DEBUG_FIELDS]
+        unknown = [f for f in tensors if f not in FIELDS and f not in OPTIONAL_FIELDS]
         if unknown:
             raise ValueError(f"DecisionRecords: unknown fields {unknown}")
         n = tensors["game_idx"].shape[0]
         for name, t in tensors.items():
-            spec = FIELDS.get(name) or DEBUG_FIELDS[name]
+            spec = FIELDS.get(name) or OPTIONAL_FIELDS[name]
             if t.dtype != spec.dtype:
                 raise ValueError(f"DecisionRecords: field {name} has dtype {t.dtype}, "
                                  f"schema says {spec.dtype}")
@@ -131,6 +141,11 @@ class DecisionRecords:
         """Per-world values present (world_q, world_weight); world_owner may be missing in
         files written before the worlds themselves were stored."""
         return "world_q" in self.tensors and "world_weight" in self.tensors
+
+    @property
+    def has_outcomes(self) -> bool:
+        """The game's outcome is stored (realized_to_go, final_points)."""
+        return all(k in self.tensors for k in OUTCOME_FIELDS)
 
     def select(self, index) -> "DecisionRecords":
         """Rows `index` (bool mask, index tensor or slice)."""
@@ -277,6 +292,16 @@ def check_invariants(records: DecisionRecords, atol: float = 1e-4) -> list[str]:
     fail(r["n_worlds"] < 1, "n_worlds < 1")
     fail(~((ess >= 1 - atol) & (ess <= n * (1 + atol))), "ess outside [1, n_worlds] or NaN")
     fail(~((max_w <= 1 + atol) & (max_w >= 1 / n - atol)), "max_w outside [1/n_worlds, 1] or NaN")
+
+    # the game's outcome (when stored): a hand's 42 points, a value to go the hand allows
+    if "final_points" in r:
+        final = r["final_points"].long()
+        fail((final < 0).any(1) | (final.sum(1) != 42), "final_points not two counts adding to 42")
+        to_go = r["realized_to_go"]
+        fail(~torch.isfinite(to_go) | (to_go.abs() > 42) | (to_go != to_go.round()),
+             "realized_to_go not a whole number of points in [-42, 42]")
+        last = r["decision_idx"] == 27
+        fail(last & (to_go.abs() < 1), "realized_to_go of the last play is not the last trick's")
 
     # split and identity
     split = r["split"]

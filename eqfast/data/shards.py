@@ -34,7 +34,7 @@ from typing import Callable, Iterator
 import torch
 
 from ..utils.atomic import atomic_path, atomic_write_bytes, atomic_write_text
-from .schema import DEBUG_FIELDS, FIELDS, SCHEMA_VERSION, SPLIT_NAMES, DecisionRecords
+from .schema import FIELDS, OPTIONAL_FIELDS, SCHEMA_VERSION, SPLIT_NAMES, DecisionRecords
 
 SHARD_FORMAT = "eqfast-decisions"
 FORMATS = ("safetensors", "pt")
@@ -132,7 +132,7 @@ def _check_records(tensors: dict, where: Path) -> DecisionRecords:
     missing = [f for f in FIELDS if f not in tensors]
     if missing:
         raise ShardError(f"{where}: missing fields {missing}")
-    tensors = {k: v for k, v in tensors.items() if k in FIELDS or k in DEBUG_FIELDS}
+    tensors = {k: v for k, v in tensors.items() if k in FIELDS or k in OPTIONAL_FIELDS}
     try:
         return DecisionRecords(tensors)
     except ValueError as e:

@@ -52,7 +52,7 @@ from .pipeline import (N_DECISIONS, STREAM_POLICY, STREAM_WORLDS, Backend, Engin
                        make_backend, oracle_precision)
 from .moments import Moments
 from .policy import Selection, policy_uniforms, select_with_uniforms
-from .records import record_tensors
+from .records import outcome_tensors, record_tensors
 from .worlds import build_oracle_batch, prefix_oracle_batch, world_owners, world_tile_masks
 
 
@@ -154,11 +154,12 @@ class DecisionStep:
 
 
 def batch_records(snapshots: list[BatchedGames], outputs: list[dict], seeds: torch.Tensor,
-                  split: torch.Tensor, store_worlds: bool) -> dict[str, torch.Tensor]:
+                  split: torch.Tensor, store_worlds: bool,
+                  final: BatchedGames) -> dict[str, torch.Tensor]:
     """The schema 2.1 fields of a whole batch at once, ordered by (game, decision).
 
     snapshots[d]: the G games at decision d; outputs[d]: DecisionStep's outputs there;
-    seeds, split [G]. The record fields (transcript tokens, current-hand order, ...) are
+    seeds, split [G]; final: the games after the last play (the outcome fields). The record fields (transcript tokens, current-hand order, ...) are
     row-wise functions of a game state and its outputs, so they are computed once over the
     28 x G stacked rows by the same `record_tensors` the reference uses, instead of ~120
     small ops in every one of the 28 steps."""
@@ -167,8 +168,9 @@ def batch_records(snapshots: list[BatchedGames], outputs: list[dict], seeds: tor
     games = BatchedGames(**{f.name: stack([getattr(s, f.name) for s in snapshots])
                             for f in fields(BatchedGames)})
     out = {k: stack([o[k] for o in outputs]) for k in outputs[0]}
-    per_game = lambda x: x.repeat_interleave(n_dec)
-    return record_tensors(games, Moments(*(out[k] for k in Moments._fields)), out["legal"],
+    per_game = lambda x: x.repeat_interleave(n_dec, dim=0)
+    outcomes = outcome_tensors(games.points, games.current_player, per_game(final.points))
+    return outcomes | record_tensors(games, Moments(*(out[k] for k in Moments._fields)), out["legal"],
                           Selection(*(out[k] for k in Selection._fields)),
                           n_worlds=out["n_worlds"], enumerated=out["enumerated"],
                           game_idx=per_game(seeds), seeds=per_game(seeds), split=per_game(split),
@@ -187,7 +189,7 @@ def play_batch(step: DecisionStep, games: BatchedGames, keys_w, u_p, seeds, spli
         out, games = step(games, keys_w[d], u_p[d])
         outputs.append(out)
     with torch.no_grad(), stage("record"):
-        return batch_records(snapshots, outputs, seeds, split, store_worlds)
+        return batch_records(snapshots, outputs, seeds, split, store_worlds, final=games)
 
 
 @dataclass

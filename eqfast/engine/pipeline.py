@@ -50,7 +50,7 @@ from .games import setup_games
 from .moments import Moments
 from .policy import ExplorationConfig, select_actions
 from .posterior import PosteriorConfig
-from .records import records_from_step
+from .records import outcome_tensors, records_from_step
 from .sampling import world_ranks
 from .worlds import build_oracle_batch, prefix_oracle_batch, world_owners, world_tile_masks
 from ..data.schema import DecisionRecords, require_invariants
@@ -238,12 +238,17 @@ class Engine:
         seeds = [int(s) for s in game_seeds]
         game_idx = torch.as_tensor(game_idx if game_idx is not None else seeds, dtype=torch.int64)
         games = self.new_games(seeds)
-        steps = []
+        steps, before = [], []
         for d in range(N_DECISIONS):
+            before.append((games.points, games.current_player))
             records, slot = self.decide(games, seeds, d, game_idx)
             steps.append(records)
             with stage("advance"):
                 games = self.backend.play(games, slot)
+        # the hand is over: every decision's record learns how the game went from there
+        steps = [DecisionRecords({**r.tensors, **{k: v.cpu() for k, v in
+                                                  outcome_tensors(p, a, games.points).items()}})
+                 for r, (p, a) in zip(steps, before)]
         return DecisionRecords.cat(steps).sort_by_game()
 
     def run(self, batches, sink, on_batch=None) -> int:

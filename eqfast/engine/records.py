@@ -14,7 +14,7 @@ from dataclasses import asdict
 
 import torch
 
-from ..data.schema import (FIELDS, DEBUG_FIELDS, SCHEMA_SEMANTICS, SCHEMA_VERSION,
+from ..data.schema import (FIELDS, OPTIONAL_FIELDS, SCHEMA_SEMANTICS, SCHEMA_VERSION,
                            SPLIT_FRACTIONS, SPLIT_TRAIN, DecisionRecords, split_of_seed)
 from .moments import Moments
 from .policy import MODE_NAMES, Selection
@@ -122,6 +122,17 @@ def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Sele
     return tensors
 
 
+def outcome_tensors(points_before: torch.Tensor, actor: torch.Tensor,
+                    final_points: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The outcome fields of R records: points_before [R, 2] (team 0, team 1) at the
+    decision, actor [R] seats, final_points [R, 2] at the end of the hand. Pure device work
+    (the graph path computes them inside the captured batch)."""
+    margin = lambda p: (p[:, 0] - p[:, 1]).float()                       # team-0 frame
+    sign = 1.0 - 2.0 * (actor.long() % 2).float()
+    return {"realized_to_go": sign * (margin(final_points) - margin(points_before)),
+            "final_points": final_points.to(torch.int8)}
+
+
 def _quantiles(x: torch.Tensor, qs=(0.05, 0.5, 0.95)) -> dict:
     if x.numel() == 0:
         return {f"p{int(q * 100)}": None for q in qs} | {"min": None, "max": None}
@@ -177,7 +188,7 @@ def build_metadata(*, posterior=None, exploration=None, oracle: dict | None = No
         "n_samples": n_samples,
         "split_fractions": dict(SPLIT_FRACTIONS),
         "fields": {name: {"dtype": str(f.dtype).replace("torch.", ""), "shape": list(f.shape)}
-                   for name, f in {**FIELDS, **DEBUG_FIELDS}.items()},
+                   for name, f in {**FIELDS, **OPTIONAL_FIELDS}.items()},
         "generator": {"eqfast_version": eqfast.__version__, "deal_version": DEAL_VERSION},
     }
     if records is not None:
