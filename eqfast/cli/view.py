@@ -37,6 +37,9 @@ from .common import HelpFormatter, quiet_on_closed_stdout
 SEAT_NAMES = ("ME", "L", "P", "R")      # relative seat 0..3
 BAR_WIDTH = 36
 DEBUG_WORLDS = 40                        # per-world rows shown by --print --debug
+#: below this effective sample size a sampled decision's E[Q] rests on a few worlds; an
+#: enumerated one has exact weights whatever its ESS (a late position has few worlds)
+LOW_ESS = 10
 
 
 # ---------------------------------------------------------------------------- loading
@@ -130,11 +133,20 @@ def render_record(records: DecisionRecords, i: int, debug: bool = False,
         if k == act:
             text += f"  <- chosen ({mode_name})"
         lines.append(text)
+    ess, n_worlds = float(r["ess"]), int(r["n_worlds"])
+    # an enumerated late position has as few worlds as exist (1, 2, ...): its small ESS is
+    # exact weighting, not a degenerate posterior
+    ess_note = (f" (all {n_worlds} consistent worlds)" if bool(r["enumerated"])
+                else f" LOW (< {LOW_ESS} of {n_worlds} sampled)" if ess < LOW_ESS else "")
     lines += ["", "diagnostics: " + "  ".join([
-        f"ess {float(r['ess']):.1f}", f"max_w {float(r['max_w']):.3f}",
+        f"ess {ess:.1f}{ess_note}", f"max_w {float(r['max_w']):.3f}",
         f"u_mean {float(r['u_mean']):.2f}", f"u_max {float(r['u_max']):.2f}",
         f"n_worlds {int(r['n_worlds'])}", f"enumerated {'yes' if bool(r['enumerated']) else 'no'}",
         f"mode {mode_name}", f"q_gap {float(r['q_gap']):.2f}"])]
+    if records.has_outcomes:
+        final = records["final_points"][i].tolist()
+        lines.append(f"outcome: realized value to go {float(r['realized_to_go']):+.0f} "
+                     f"(actor frame); final points {final[0]}-{final[1]} (team 0 - team 1)")
     if debug:
         lines += [""] + debug_lines(records, i, hand, max_worlds)
     return lines

@@ -91,7 +91,7 @@ def write_shard(records: DecisionRecords, metadata: dict, path, formats=("safete
     if "pt" in formats:
         pt_path = path.with_suffix(".pt")
         with atomic_path(pt_path) as tmp:
-            torch.save({**tensors, "metadata": metadata}, tmp)
+            torch.save(pt_payload(records, metadata), tmp)
         written.append(pt_path)
     if "safetensors" in formats:
         blob = save(tensors, metadata={"format": SHARD_FORMAT, "version": SCHEMA_VERSION,
@@ -107,6 +107,44 @@ def write_shard(records: DecisionRecords, metadata: dict, path, formats=("safete
                                                      sort_keys=True))
         written += [st_path, _sidecar(path)]
     return written
+
+
+#: .pt keys the earlier implementation's tools read, as copies of eqfast fields
+PT_ALIASES = {"player": "actor", "actual_outcome": "realized_to_go"}
+
+
+def pt_payload(records: DecisionRecords, metadata: dict) -> dict:
+    """The `.pt` dict: every record field, plus what the earlier implementation's viewer and
+    scripts read (docs/DATASET.md, "The .pt file"): the PT_ALIASES copies, transcript tokens
+    as int64, and in the metadata the record and game counts, the run seed as `seed`, one
+    entry per game, and its summary's statistics under their names."""
+    out = {k: v.detach().cpu().contiguous() for k, v in records.tensors.items()}
+    out["transcript_tokens"] = out["transcript_tokens"].long()
+    for alias, name in PT_ALIASES.items():
+        if name in out:
+            out[alias] = out[name].long() if out[name].dtype == torch.int8 else out[name].clone()
+    meta = dict(metadata)
+    summary = dict(meta.get("summary") or {})
+    for alias, name in (("q_range", "q_legal"), ("ess_distribution", "ess"),
+                        ("exploration_stats", "exploration_rates")):
+        if name in summary:
+            summary[alias] = summary[name]
+    meta["summary"] = summary
+    games = []
+    for g in torch.unique(records["game_idx"]).tolist():
+        rows = torch.nonzero(records["game_idx"] == g)[:, 0]
+        first = int(rows[torch.argmin(records["decision_idx"][rows])])
+        game = {"game_idx": g, "seed": int(records["seed"][first]),
+                "decl": int(records["transcript_tokens"][first, 0, 6]),
+                "decisions": len(rows)}
+        if int(records["decision_idx"][first]) == 0:
+            game["declarer"] = int(records["actor"][first])
+        if "final_points" in records:
+            game["final_points"] = records["final_points"][first].tolist()
+        games.append(game)
+    meta.update(n_games=len(games), n_decisions=len(records), n_examples=len(records),
+                seed=metadata.get("run_seed"), games=games)
+    return {**out, "metadata": meta}
 
 
 def write_split_shards(records: DecisionRecords, metadata: dict, root, seed_lo: int,
@@ -184,6 +222,11 @@ def _read_pt(path: Path) -> tuple[DecisionRecords, dict]:
     if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
         raise ShardError(f"{path}: not an eqfast .pt shard (expected a dict with 'metadata')")
     metadata = obj.pop("metadata")
+    for alias in PT_ALIASES:                      # copies written for other tools
+        obj.pop(alias, None)
+    tokens = obj.get("transcript_tokens")
+    if isinstance(tokens, torch.Tensor) and tokens.dtype == torch.int64:
+        obj["transcript_tokens"] = tokens.to(torch.int8)
     return _check_records(obj, path), metadata
 
 

@@ -160,6 +160,12 @@ def summary_stats(records: DecisionRecords) -> dict:
         "exploration_rates": {name: (float((mode == i).float().mean()) if R else None)
                               for i, name in enumerate(MODE_NAMES)},
         "enumerated_fraction": float(records["enumerated"].float().mean()) if R else None,
+        # ESS of sampled decisions alone: an enumerated late position has exact weights and
+        # as few worlds as exist, so its small ESS is not a degenerate posterior
+        "ess_sampled": _quantiles(records["ess"][~records["enumerated"]]),
+        "low_ess_sampled_fraction": (float((records["ess"][~records["enumerated"]] < 10)
+                                           .float().mean())
+                                     if bool((~records["enumerated"]).any()) else None),
         "forced_fraction": float((n_legal == 1).float().mean()) if R else None,
     }
     return stats
