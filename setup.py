@@ -31,7 +31,9 @@ setup(
         # the ONNX export and its check (eqfast-export-oracle --format onnx)
         "onnx": ["onnx>=1.16", "onnxscript>=0.2", "onnxruntime>=1.18"],
         "test": ["pytest>=7", "pytest-benchmark>=4", "onnx>=1.16", "onnxscript>=0.2",
-                 "onnxruntime>=1.18", "ruff>=0.6"],
+                 "onnxruntime>=1.18", "ruff>=0.6", "matplotlib>=3.7"],
+        # eqfast-report's figures
+        "report": ["matplotlib>=3.7"],
         "bench": ["pytest-benchmark>=4"],
         # NVTX ranges through the `nvtx` package; without it torch.cuda.nvtx is used on CUDA
         "profile": ["nvtx>=0.2"],
@@ -46,6 +48,7 @@ setup(
         "eqfast-generate=eqfast.cli.generate:main",
         "eqfast-view=eqfast.cli.view:main",
         "eqfast-validate=eqfast.cli.validate:main",
+        "eqfast-report=eqfast.cli.report:main",
         "eqfast-bid=eqfast.cli.bid:main",
     ]},
 )

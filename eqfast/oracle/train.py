@@ -419,7 +419,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
                 train_info["init"] = str(cfg.init)
             if cfg.time_budget is not None:
                 train_info["time_budget_s"] = cfg.time_budget
-            val_metrics = {"split": "val", **{k: v for k, v in metrics.items() if k != "per_trick"}}
+            val_metrics = {"split": "val", **metrics}
             dh = cache.data_hash()
             save_weights(run / "last.safetensors", network, cfg.arch, dh, val_metrics, train_info)
             if state["best_q_gap"] is None or metrics["q_gap"] < state["best_q_gap"]:

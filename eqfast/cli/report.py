@@ -1,0 +1,48 @@
+"""eqfast-report: a dataset or an oracle training run at a glance, as a PNG or an HTML page.
+
+    eqfast-report runs/quickstart --out report.html        # a dataset (eqfast-generate)
+    eqfast-report runs/oracle/main --out curve.png          # a run (eqfast-train-oracle)
+
+A dataset: E[Q] and sigma by decision index, ESS and max_w (sampled decisions; enumerated
+ones apart), exploration modes and q_gap, E[Q] against the realized outcome, legal-move
+counts, declarations. A run: the learning curve and the per-trick errors. Needs matplotlib
+(`pip install -e '.[report]'`); eqfast/analysis/report.py says what each panel shows.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .common import HelpFormatter
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="eqfast-report", description=__doc__.split("\n")[0],
+                                 formatter_class=HelpFormatter)
+    ap.add_argument("source", type=Path,
+                    help="a dataset directory (train/ val/ test/), a split directory or a shard "
+                         "file; or a training run directory (it holds history.jsonl)")
+    ap.add_argument("--out", required=True, type=Path, help="report file: .png or .html")
+    return ap
+
+
+def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
+    if not a.source.exists():
+        print(f"eqfast-report: {a.source}: no such file or directory", file=sys.stderr)
+        return 2
+    from ..data.shards import ShardError
+    try:
+        from ..analysis.report import write_report
+        done = write_report(a.source, a.out)
+    except (ImportError, ValueError, ShardError) as e:
+        print(f"eqfast-report: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(done))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
