@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "written: resume and checks use them)")
     g.add_argument("--store-worlds", action="store_true",
                    help="keep per-world Q and weights in the records (for eqfast-view's debug view)")
+    g.add_argument("--q-pdf", action="store_true",
+                   help="keep each move's distribution of Q over the worlds (field q_pdf: 85 "
+                        "whole-point bins -42..42, weighted like E[Q]; 2,380 bytes a record); "
+                        "quantiles and P(Q >= t) follow from it (docs/DATASET.md)")
     g.add_argument("--decl", default="hand",
                    help="declaration per game: 'hand' (declarer's heuristic), 'uniform', or 0..9")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -188,6 +192,7 @@ def run_settings(cfg: EngineConfig, identity: dict) -> dict:
         # only when not fp32, so directories written before the switch existed still resume
         **({"oracle_precision": cfg.oracle_precision} if cfg.oracle_precision != "fp32" else {}),
         **({"n_by_trick": list(cfg.n_by_trick)} if cfg.n_by_trick is not None else {}),
+        **({"q_pdf": True} if cfg.q_pdf else {}),
     })
 
 
@@ -296,7 +301,7 @@ def engine_config(args) -> EngineConfig:
     """EngineConfig from the arguments (raises ValueError naming a bad knob)."""
     return EngineConfig(
         n_samples=args.n_samples, seed=args.seed, sem=args.sem, max_samples=args.max_samples,
-        store_worlds=args.store_worlds, decl_mode=args.decl,
+        store_worlds=args.store_worlds, decl_mode=args.decl, q_pdf=args.q_pdf,
         oracle_precision=args.oracle_precision,
         n_by_trick=parse_n_by_trick(args.n_by_trick) if args.n_by_trick is not None else None,
         posterior=(PosteriorConfig(tau=args.tau, beta=args.beta, window_k=args.window,

@@ -77,7 +77,13 @@ OUTCOME_FIELDS: dict[str, Field] = {
     "final_points": Field(torch.int8, (2,), "points of team 0 and team 1 at the end of the "
                           "hand (they add up to 42)"),
 }
-OPTIONAL_FIELDS: dict[str, Field] = {**DEBUG_FIELDS, **OUTCOME_FIELDS}
+#: written with eqfast-generate --q-pdf
+PDF_FIELDS: dict[str, Field] = {
+    "q_pdf": Field(torch.float32, (7, 85), "per current-hand slot, the weight of the worlds "
+                   "whose Q rounds to each whole point -42..42 (bin b = b - 42 points), "
+                   "weighted like e_q_mean; a legal slot sums to 1, 0 elsewhere"),
+}
+OPTIONAL_FIELDS: dict[str, Field] = {**DEBUG_FIELDS, **OUTCOME_FIELDS, **PDF_FIELDS}
 
 
 def split_of_seed(seeds) -> torch.Tensor:
@@ -292,6 +298,18 @@ def check_invariants(records: DecisionRecords, atol: float = 1e-4) -> list[str]:
     fail(r["n_worlds"] < 1, "n_worlds < 1")
     fail(~((ess >= 1 - atol) & (ess <= n * (1 + atol))), "ess outside [1, n_worlds] or NaN")
     fail(~((max_w <= 1 + atol) & (max_w >= 1 / n - atol)), "max_w outside [1/n_worlds, 1] or NaN")
+
+    # the per-move distribution (when stored): a distribution whose mean is E[Q] up to the
+    # rounding of Q to whole points
+    if "q_pdf" in r:
+        pdf = r["q_pdf"].double()
+        fail((pdf < -atol).any(-1).any(-1) | ~torch.isfinite(pdf).all(-1).all(-1),
+             "q_pdf negative or NaN")
+        fail(legal & ((pdf.sum(-1) - 1).abs() > 1e-3), "q_pdf of a legal slot does not sum to 1")
+        fail(~legal & (pdf.abs().sum(-1) > 0), "q_pdf not 0 at an illegal or padding slot")
+        centre = (pdf * torch.arange(-42, 43, dtype=torch.float64)).sum(-1)
+        fail(legal & ((centre - mean.double()).abs() > 0.5 + 1e-3),
+             "q_pdf's mean is more than half a point from e_q_mean")
 
     # the game's outcome (when stored): a hand's 42 points, a value to go the hand allows
     if "final_points" in r:

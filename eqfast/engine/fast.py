@@ -50,7 +50,7 @@ from ..utils.profiling import stage
 from .games import setup_games
 from .pipeline import (N_DECISIONS, STREAM_POLICY, STREAM_WORLDS, Backend, EngineConfig,
                        make_backend, oracle_precision)
-from .moments import Moments
+from .moments import Moments, q_histogram
 from .policy import Selection, policy_uniforms, select_with_uniforms
 from .records import outcome_tensors, record_tensors
 from .worlds import build_oracle_batch, prefix_oracle_batch, world_owners, world_tile_masks
@@ -150,6 +150,9 @@ class DecisionStep:
                    enumerated=sample.enumerated)
         if cfg.store_worlds:
             out.update(world_q=q, logw=logw, world_owner=world_owners(games, info, sample))
+        if cfg.q_pdf:
+            with stage("reduce"):
+                out["q_pdf"] = q_histogram(q, legal, logw)
         return out, nxt
 
 
@@ -176,7 +179,8 @@ def batch_records(snapshots: list[BatchedGames], outputs: list[dict], seeds: tor
                           game_idx=per_game(seeds), seeds=per_game(seeds), split=per_game(split),
                           world_q=out["world_q"] if store_worlds else None,
                           logw=out["logw"] if store_worlds else None,
-                          world_owner=out["world_owner"] if store_worlds else None)
+                          world_owner=out["world_owner"] if store_worlds else None,
+                          q_pdf=out.get("q_pdf"))
 
 
 def play_batch(step: DecisionStep, games: BatchedGames, keys_w, u_p, seeds, split,

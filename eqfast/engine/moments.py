@@ -105,6 +105,27 @@ def weighted_moments_float64(q: torch.Tensor, legal: torch.Tensor, logw: torch.T
     return _moments(q, legal, logw, torch.float64)
 
 
+#: bins of `q_histogram`: whole points -42..42
+Q_BINS = 85
+
+
+def q_histogram(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor) -> torch.Tensor:
+    """[G, 7, Q_BINS] float32: per slot, the weight of the worlds whose Q rounds to each
+    whole point -42..42 (bin b = point b - 42), the weights normalized as for the mean, so a
+    legal slot's bins sum to 1 and their mean is E[Q] up to the rounding (exact for integer
+    Q, e.g. the solver's); 0 at illegal slots. Sums over worlds are the same pairwise tree
+    as the moments', so the histogram does not depend on the batch either."""
+    _check_shapes(q, legal, logw)
+    logw = logw.float()
+    w = torch.exp(logw - logw.max(dim=1, keepdim=True).values)
+    p = w / _sum_worlds(w)[:, None]
+    q = torch.where(p[:, :, None] > 0, q.float(), torch.zeros_like(q, dtype=torch.float32))
+    bins = (q.round().clamp(-42, 42) + 42).long()
+    onehot = torch.nn.functional.one_hot(bins, Q_BINS).float()           # [G, N, 7, bins]
+    hist = _sum_worlds(p[:, :, None, None] * onehot)
+    return torch.where(legal.bool()[:, :, None], hist, torch.zeros_like(hist))
+
+
 def uniform_log_weights(world_valid: torch.Tensor) -> torch.Tensor:
     """Log-weights [G, N] of uniform averaging: 0 for valid worlds, -inf for padding."""
     zeros = torch.zeros(world_valid.shape, dtype=torch.float32, device=world_valid.device)

@@ -47,7 +47,7 @@ from ..rules.batched import BatchedGames
 from ..rules.deal import mix_seeds
 from ..utils.profiling import stage
 from .games import setup_games
-from .moments import Moments
+from .moments import Moments, q_histogram
 from .policy import ExplorationConfig, select_actions
 from .posterior import PosteriorConfig
 from .records import outcome_tensors, records_from_step
@@ -107,6 +107,8 @@ class EngineConfig:
     # solves where they matter (an exact oracle's trick-1 world costs ~25x a trick-3 one);
     # the reference Engine only (the fast path's steps have one static N)
     n_by_trick: tuple[int, ...] | None = None
+    # keep each move's distribution of Q over the worlds (field q_pdf, 85 whole-point bins)
+    q_pdf: bool = False
 
     def n_for(self, decision: int) -> int:
         """Worlds for decision `decision` (0..27) before any adaptive doubling."""
@@ -287,19 +289,22 @@ class Engine:
         sub = torch.arange(G, device=self.device)
         n = cfg.n_for(decision)
         cache = _RowCache()
-        mom = n_worlds = enumerated = world_q = world_logw = world_owner = None
+        mom = n_worlds = enumerated = world_q = world_logw = world_owner = pdf = None
         while True:
             part = games if len(sub) == G else games.select(sub)
             sample, q, logw, owner = self._evaluate(part, sub, keys[sub], n, legal[sub], cache)
             with stage("reduce"):
                 m = self.backend.weighted_moments(q, legal[sub], logw)
+                h = q_histogram(q, legal[sub], logw) if cfg.q_pdf else None
             if mom is None:
-                mom, n_worlds, enumerated = m, sample.n_worlds, sample.enumerated
+                mom, n_worlds, enumerated, pdf = m, sample.n_worlds, sample.enumerated, h
                 world_q, world_logw, world_owner = q, logw, owner
             else:
                 mom = Moments(*[_scatter_rows(full, sub, new) for full, new in zip(mom, m)])
                 n_worlds = _scatter_rows(n_worlds, sub, sample.n_worlds)
                 enumerated = _scatter_rows(enumerated, sub, sample.enumerated)
+                if pdf is not None:
+                    pdf = _scatter_rows(pdf, sub, h)
             if cfg.sem is None or n >= cfg.max_samples:
                 break
             sem = (m.var / m.ess[:, None].clamp(min=1)).sqrt()
@@ -318,7 +323,7 @@ class Engine:
                 game_idx=game_idx, seeds=torch.tensor(seeds, dtype=torch.int64),
                 world_q=world_q if cfg.store_worlds else None,
                 logw=world_logw if cfg.store_worlds else None,
-                world_owner=world_owner if cfg.store_worlds else None)
+                world_owner=world_owner if cfg.store_worlds else None, q_pdf=pdf)
         return records, sel.slot
 
     def _evaluate(self, games, gid, keys, n, legal, cache):

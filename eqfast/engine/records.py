@@ -34,7 +34,8 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
                       n_worlds: torch.Tensor, enumerated: torch.Tensor, game_idx: torch.Tensor,
                       seeds: torch.Tensor, rows: torch.Tensor | None = None,
                       world_q: torch.Tensor | None = None, logw: torch.Tensor | None = None,
-                      world_owner: torch.Tensor | None = None) -> DecisionRecords:
+                      world_owner: torch.Tensor | None = None,
+                      q_pdf: torch.Tensor | None = None) -> DecisionRecords:
     """Records of one decision step of G games (returned on the CPU).
 
     games: `BatchedGames` at the decision (before the move is played). In initial-slot
@@ -42,7 +43,7 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
     n_worlds, enumerated, game_idx, seeds [G]. rows: optional bool mask [G] of the games to
     record (e.g. the unfinished ones). world_q [G,N,7] and logw [G,N] (both or neither):
     store the per-world debug fields; world_owner [G,N,28] (`worlds.world_owners`) stores
-    the worlds themselves.
+    the worlds themselves; q_pdf [G,7,85] (`moments.q_histogram`) each move's distribution.
     """
     G = games.batch_size
     wanted = rows.bool() if rows is not None else torch.ones(G, dtype=torch.bool,
@@ -60,7 +61,7 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
     tensors = record_tensors(games, moments, legal, selection, n_worlds=n_worlds,
                              enumerated=enumerated, game_idx=game_idx,
                              seeds=seeds.to(games.device), split=split,
-                             world_q=world_q, logw=logw, world_owner=world_owner,
+                             world_q=world_q, logw=logw, world_owner=world_owner, q_pdf=q_pdf,
                              slot_of_pos=slot_of_pos)
     tensors = {k: v.contiguous().cpu() for k, v in tensors.items()}
     records = DecisionRecords(tensors)
@@ -69,7 +70,7 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
 
 def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Selection, *,
                    n_worlds, enumerated, game_idx, seeds, split, world_q=None, logw=None,
-                   world_owner=None, slot_of_pos=None) -> dict[str, torch.Tensor]:
+                   world_owner=None, slot_of_pos=None, q_pdf=None) -> dict[str, torch.Tensor]:
     """The record fields of one decision step as tensors on the games' device.
 
     Pure device work (no checks, no host reads), so the graph path can keep a whole batch
@@ -119,6 +120,9 @@ def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Sele
         tensors["world_weight"] = torch.softmax(logw.float(), dim=1)
     if world_owner is not None:
         tensors["world_owner"] = world_owner.to(torch.int8)
+    if q_pdf is not None:                  # [G, 7, bins]: reorder the slots, pad with 0
+        tensors["q_pdf"] = _to_current_order(q_pdf.float().transpose(1, 2), slot_of_pos,
+                                             0.0).transpose(1, 2).contiguous()
     return tensors
 
 
