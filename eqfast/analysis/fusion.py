@@ -61,12 +61,13 @@ objective a sum over those groups, whose maximum is the sum of the groups' maxim
 group is then solved on its own (a single group at every partner node: plain unions).
 
 Complexity and sizes: 2 tricks left: |W| <= 90 (6 hidden tiles, 2 a seat), at most 15
-partner-hand groups of <= 6 worlds, each a tree of a few dozen nodes; a position (E[Q] and
-V_IS of every move) takes milliseconds. 3 tricks left: |W| <= 1680 and the actor's trick-2
-decisions couple every partner hand, so partner nodes enumerate prescriptions over up to
-~50 groups: exponential, like the problem (finding the best strategy in this model is
-NP-hard in general: Frank and Basin's best-defence model). The search raises
-`FrontierTooLarge` past `limit` combinations instead of guessing; `study` counts those.
+partner-hand groups of <= 6 worlds, each a tree of a few dozen nodes; a decision (E[Q] and
+V_IS of every move) takes about 20 ms. 3 tricks left: |W| <= 1680, and the actor's trick-2
+decisions couple every partner hand, so a partner node enumerates prescriptions over up to
+56 groups and an opponent node the products of its children's frontiers: exponential, as
+the problem is (finding the best strategy in this best-defence model is NP-hard in
+general). The search raises `FrontierTooLarge` past `limit` combinations at one node rather
+than return an approximation; `study` counts those decisions and leaves them out.
 """
 from __future__ import annotations
 
@@ -419,9 +420,10 @@ def measure(state: GameState, index: int = 0, limit: int = DEFAULT_LIMIT) -> Dec
 
 def study(positions: int, tricks: int, seed: int, limit: int = DEFAULT_LIMIT) -> dict:
     """Measure `positions` decisions (positions with >= 2 legal moves; forced ones are
-    drawn again and counted) and summarize; see `format_table`."""
+    drawn again and counted; those past `limit` are counted in `too_large` and left out of
+    the figures) and summarize; see `format_table`."""
     decisions: list[Decision] = []
-    too_large: list[int] = []
+    too_large: list[tuple[int, int]] = []  # (index, position) of the decisions given up
     forced = 0
     index = 0
     start = time.perf_counter()
@@ -433,12 +435,12 @@ def study(positions: int, tricks: int, seed: int, limit: int = DEFAULT_LIMIT) ->
             try:
                 decisions.append(measure(state, index, limit))
             except FrontierTooLarge:
-                too_large.append(index)
+                too_large.append((index, len(state.trick)))
         index += 1
     rows = {}
-    for name, keep in [("all", lambda d: True)] + [
-            (f"position {p}", lambda d, p=p: d.position == p) for p in range(N_SEATS)]:
-        rows[name] = _summary([d for d in decisions if keep(d)])
+    for name, where in [("all", range(N_SEATS))] + [(f"position {p}", (p,)) for p in range(N_SEATS)]:
+        rows[name] = _summary([d for d in decisions if d.position in where])
+        rows[name]["too_large"] = sum(p in where for _, p in too_large)
     return {"positions": positions, "tricks": tricks, "seed": seed, "limit": limit,
             "draws": index, "forced": forced, "too_large": too_large,
             "seconds": round(time.perf_counter() - start, 1), "rows": rows,
@@ -477,7 +479,8 @@ def _worst(ds: list[Decision]) -> dict | None:
 
 
 COLUMNS = (
-    ("decisions", "decisions"), ("mean_worlds", "mean |W|"), ("fusion_free", "V_IS = E[Q]"),
+    ("decisions", "decisions"), ("too_large", "too large"), ("mean_worlds", "mean |W|"),
+    ("fusion_free", "V_IS = E[Q]"),
     ("argmax_disjoint", "argmax differ"), ("argmax_tie_dependent", "differ by tie"),
     ("loss_low_id_mean", "loss mean"), ("loss_low_id_max", "loss max"),
     ("loss_worst_tie_mean", "loss mean (worst tie)"), ("loss_worst_tie_max", "loss max (worst tie)"),
