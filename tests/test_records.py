@@ -13,7 +13,8 @@ from eqfast.data.shards import completed_seed_ranges, read_dataset, shard_path
 from eqfast.engine.moments import weighted_moments
 from eqfast.engine.policy import ExplorationConfig, select_actions
 from eqfast.engine.posterior import PosteriorConfig
-from eqfast.engine.records import build_metadata, records_from_step
+from eqfast.data.metadata import build_metadata
+from eqfast.engine.records import records_from_step
 from eqfast.engine.transcript import current_hand_order
 from eqfast.rules.batched import BatchedGames
 from eqfast.rules.deal import deal_from_seed

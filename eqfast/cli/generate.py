@@ -32,7 +32,7 @@ from ..engine.pipeline import ORACLE_PRECISIONS, EngineConfig
 from ..engine.policy import ExplorationConfig
 from ..engine.posterior import PosteriorConfig
 from ..engine.games import parse_decl_mode
-from ..engine.records import build_metadata, jsonable
+from ..data.metadata import build_metadata, jsonable
 from ..utils.profiling import stage_table
 from ..utils.progress import Progress
 from .common import HelpFormatter, device_problem

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from ..data.shards import ShardError
-from ..engine.records import jsonable
+from ..data.metadata import jsonable
 from ..analysis.validation import (ReplayError, Z_FLAG, exact_report, outcome_report,
                                  pick_records, recompute_report, run_decisions)
 from .common import HelpFormatter, device_problem, quiet_on_closed_stdout

@@ -111,6 +111,8 @@ def write_shard(records: DecisionRecords, metadata: dict, path, formats=("safete
 
 #: .pt keys the earlier implementation's tools read, as copies of eqfast fields
 PT_ALIASES = {"player": "actor", "actual_outcome": "realized_to_go"}
+#: the .pt metadata key listing the metadata keys pt_payload added
+PT_ADDED = "pt_added_keys"
 
 
 def pt_payload(records: DecisionRecords, metadata: dict) -> dict:
@@ -125,11 +127,14 @@ def pt_payload(records: DecisionRecords, metadata: dict) -> dict:
             out[alias] = out[name].long() if out[name].dtype == torch.int8 else out[name].clone()
     meta = dict(metadata)
     summary = dict(meta.get("summary") or {})
+    added_summary = []
     for alias, name in (("q_range", "q_legal"), ("ess_distribution", "ess"),
                         ("exploration_stats", "exploration_rates")):
-        if name in summary:
+        if name in summary and alias not in summary:
             summary[alias] = summary[name]
-    meta["summary"] = summary
+            added_summary.append(alias)
+    if "summary" in meta:
+        meta["summary"] = summary
     games = []
     for g in torch.unique(records["game_idx"]).tolist():
         rows = torch.nonzero(records["game_idx"] == g)[:, 0]
@@ -142,8 +147,12 @@ def pt_payload(records: DecisionRecords, metadata: dict) -> dict:
         if "final_points" in records:
             game["final_points"] = records["final_points"][first].tolist()
         games.append(game)
-    meta.update(n_games=len(games), n_decisions=len(records), n_examples=len(records),
-                seed=metadata.get("run_seed"), games=games)
+    extra = {"n_games": len(games), "n_decisions": len(records), "n_examples": len(records),
+             "seed": metadata.get("run_seed"), "games": games}
+    extra = {k: v for k, v in extra.items() if k not in meta}
+    meta.update(extra)
+    # what read_shard takes out again, so the file reads back as its safetensors twin
+    meta[PT_ADDED] = {"metadata": sorted(extra), "summary": added_summary}
     return {**out, "metadata": meta}
 
 
@@ -221,9 +230,15 @@ def _read_pt(path: Path) -> tuple[DecisionRecords, dict]:
         raise ShardError(f"{path}: not a readable .pt shard ({type(e).__name__}: {e})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
         raise ShardError(f"{path}: not an eqfast .pt shard (expected a dict with 'metadata')")
-    metadata = obj.pop("metadata")
+    metadata = dict(obj.pop("metadata"))
     for alias in PT_ALIASES:                      # copies written for other tools
         obj.pop(alias, None)
+    added = metadata.pop(PT_ADDED, None) or {}
+    for key in added.get("metadata", []):
+        metadata.pop(key, None)
+    if added.get("summary") and isinstance(metadata.get("summary"), dict):
+        metadata["summary"] = {k: v for k, v in metadata["summary"].items()
+                               if k not in added["summary"]}
     tokens = obj.get("transcript_tokens")
     if isinstance(tokens, torch.Tensor) and tokens.dtype == torch.int64:
         obj["transcript_tokens"] = tokens.to(torch.int8)

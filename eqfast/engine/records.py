@@ -1,4 +1,5 @@
-"""Decision records (dataset schema 2.1) from the engine's per-step outputs, and metadata.
+"""Decision records (dataset schema 2.1) from the engine's per-step outputs (their metadata
+and summary: eqfast/data/metadata.py).
 
 The engine works in the actor's 7 initial-hand slots (the oracle's slot space); the
 dataset indexes the actor's CURRENT hand in hand-token order (docs/DATASET.md). This module
@@ -9,15 +10,11 @@ does that remapping once, with `current_hand_order`:
 """
 from __future__ import annotations
 
-import math
-from dataclasses import asdict
-
 import torch
 
-from ..data.schema import (FIELDS, OPTIONAL_FIELDS, SCHEMA_SEMANTICS, SCHEMA_VERSION,
-                           SPLIT_FRACTIONS, SPLIT_TRAIN, DecisionRecords, split_of_seed)
+from ..data.schema import SPLIT_TRAIN, DecisionRecords, split_of_seed
 from .moments import Moments
-from .policy import MODE_NAMES, Selection
+from .policy import Selection
 from .transcript import current_hand_order, transcript_tokens
 
 
@@ -135,85 +132,3 @@ def outcome_tensors(points_before: torch.Tensor, actor: torch.Tensor,
     sign = 1.0 - 2.0 * (actor.long() % 2).float()
     return {"realized_to_go": sign * (margin(final_points) - margin(points_before)),
             "final_points": final_points.to(torch.int8)}
-
-
-def _quantiles(x: torch.Tensor, qs=(0.05, 0.5, 0.95)) -> dict:
-    if x.numel() == 0:
-        return {f"p{int(q * 100)}": None for q in qs} | {"min": None, "max": None}
-    x = x.double()
-    out = {f"p{int(q * 100)}": float(torch.quantile(x, q)) for q in qs}
-    return out | {"min": float(x.min()), "max": float(x.max())}
-
-
-def summary_stats(records: DecisionRecords) -> dict:
-    """JSON-ready summary of a batch of records (Q range, ESS, exploration rates, ...)."""
-    R = len(records)
-    legal = records["legal_mask"]
-    q_legal = records["e_q_mean"][legal]
-    mode = records["exploration_mode"].long()
-    n_legal = legal.sum(1)
-    stats = {
-        "n_records": R,
-        "n_games": int(torch.unique(records["game_idx"]).numel()),
-        "q_legal": _quantiles(q_legal),
-        "ess": _quantiles(records["ess"]),
-        "max_w": _quantiles(records["max_w"]),
-        "u_mean": _quantiles(records["u_mean"]),
-        "q_gap": _quantiles(records["q_gap"]),
-        "n_worlds": _quantiles(records["n_worlds"].float()),
-        "exploration_rates": {name: (float((mode == i).float().mean()) if R else None)
-                              for i, name in enumerate(MODE_NAMES)},
-        "enumerated_fraction": float(records["enumerated"].float().mean()) if R else None,
-        # ESS of sampled decisions alone: an enumerated late position has exact weights and
-        # as few worlds as exist, so its small ESS is not a degenerate posterior
-        "ess_sampled": _quantiles(records["ess"][~records["enumerated"]]),
-        "low_ess_sampled_fraction": (float((records["ess"][~records["enumerated"]] < 10)
-                                           .float().mean())
-                                     if bool((~records["enumerated"]).any()) else None),
-        "forced_fraction": float((n_legal == 1).float().mean()) if R else None,
-    }
-    return stats
-
-
-def build_metadata(*, posterior=None, exploration=None, oracle: dict | None = None,
-                   n_samples: int | None = None, records: DecisionRecords | None = None,
-                   extra: dict | None = None) -> dict:
-    """Schema 2.1 metadata: version, semantics, generation knobs, oracle identity, summary.
-
-    posterior: a `PosteriorConfig` or None (uniform weights); exploration: an
-    `ExplorationConfig`; oracle: identity of the oracle (e.g. {"name", "path", "sha256"});
-    extra: anything else the generator wants to record (seed range, device, backend...).
-    """
-    import eqfast
-    from ..rules.deal import DEAL_VERSION
-
-    meta = {
-        "version": SCHEMA_VERSION,
-        "schema": dict(SCHEMA_SEMANTICS),
-        "posterior": ({"enabled": True, **asdict(posterior)} if posterior is not None
-                      else {"enabled": False}),
-        "exploration": asdict(exploration) if exploration is not None else None,
-        "exploration_modes": list(MODE_NAMES),
-        "oracle": dict(oracle or {}),
-        "n_samples": n_samples,
-        "split_fractions": dict(SPLIT_FRACTIONS),
-        "fields": {name: {"dtype": str(f.dtype).replace("torch.", ""), "shape": list(f.shape)}
-                   for name, f in {**FIELDS, **OPTIONAL_FIELDS}.items()},
-        "generator": {"eqfast_version": eqfast.__version__, "deal_version": DEAL_VERSION},
-    }
-    if records is not None:
-        meta["summary"] = summary_stats(records)
-    if extra:
-        meta.update(extra)
-    return jsonable(meta)
-
-
-def jsonable(x):
-    """x with NaN/inf floats replaced by None and tuples by lists (strict JSON)."""
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
