@@ -16,6 +16,7 @@ from eqfast.data.shards import (LOCK_NAME, OutputError, completed_seed_ranges, l
                                  lock_output)
 
 RUN = [a for a in TINY if a not in ("--games", "2")] + ["--games", "6", "--seed-start", "500"]
+# (flags given after RUN override it: argparse keeps the last value)
 
 
 def _generate(out, *extra):
@@ -101,3 +102,17 @@ def test_bad_rank_exits_2(tmp_path):
     _, err = p.communicate(timeout=120)
     assert p.returncode == 2 and "rank 2 of world size 2" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_coverage_lists_spans_gaps_and_unfinished_ranges(tmp_path):
+    from eqfast.cli.view import coverage, main as view_main
+
+    out = tmp_path / "ds"
+    for start, games in ((500, 2), (504, 1)):
+        p = _generate(out, "--seed-start", str(start), "--games", str(games))
+        assert p.communicate(timeout=300) and p.returncode == 0
+    (out / "val" / "shard_000510-000511.safetensors").write_bytes(b"")    # a killed write
+    c = coverage(out)
+    assert c == {"games": 3, "shards": 3, "spans": [[500, 501], [504, 504]],
+                 "gaps": [[502, 503]], "unfinished": [[510, 511]]}
+    assert view_main([str(out), "--coverage"]) == 0

@@ -276,12 +276,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start", type=int, default=0, help="first record index")
     p.add_argument("--game", type=int, default=None, help="start at this game_idx")
     p.add_argument("--debug", action="store_true", help="include per-world Q and weights")
+    p.add_argument("--coverage", action="store_true",
+                   help="dataset directory: list the seed ranges written (whatever process or "
+                        "rank wrote them), the unfinished ones and the gaps between them, "
+                        "instead of showing records")
     return p
 
 
 @quiet_on_closed_stdout
+def coverage(root) -> dict:
+    """Seed coverage of a dataset directory: complete ranges merged into spans, the
+    unfinished ranges (a write that never finished: a resume regenerates them), and the gaps
+    between the first and the last seed written."""
+    from ..data.shards import completed_seed_ranges, incomplete_seed_ranges
+
+    done = completed_seed_ranges(root)
+    spans: list[list[int]] = []
+    for lo, hi in done:
+        if spans and lo <= spans[-1][1] + 1:
+            spans[-1][1] = max(spans[-1][1], hi)
+        else:
+            spans.append([lo, hi])
+    gaps = [[a[1] + 1, b[0] - 1] for a, b in zip(spans, spans[1:])]
+    return {"games": sum(hi - lo + 1 for lo, hi in done), "shards": len(done),
+            "spans": spans, "gaps": gaps,
+            "unfinished": [list(r) for r in incomplete_seed_ranges(root)]}
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.coverage:
+        if not args.path.is_dir():
+            print(f"eqfast-view: --coverage needs a dataset directory, got {args.path}",
+                  file=sys.stderr)
+            return 2
+        c = coverage(args.path)
+        span = lambda r: f"{r[0]}..{r[1]}"  # noqa: E731
+        print(f"{args.path}: {c['games']} games in {c['shards']} complete seed ranges")
+        print("written:    " + (", ".join(span(r) for r in c["spans"]) or "nothing"))
+        print("gaps:       " + (", ".join(span(r) for r in c["gaps"]) or "none"))
+        print("unfinished: " + (", ".join(span(r) for r in c["unfinished"]) or "none"))
+        return 0
     try:
         records, _ = load_records(args.path, args.split)
     except ShardError as e:
