@@ -132,11 +132,12 @@ def test_policy_against_itself_is_exactly_even(policies, spec):
     assert r.summary()["win_share"] == 0.5
 
 
-def test_swapping_sides_negates_every_deal(policies):
+@pytest.mark.parametrize("a,b", [("rules", "random"), ("eq:default:8", "rules")])
+def test_swapping_sides_negates_every_deal(policies, a, b):
     """A vs B and B vs A are the same games: each deal's differential changes sign, and the
     batch size changes nothing."""
-    ab = play_match(policies["rules"], policies["random"], range(10), batch=10)
-    ba = play_match(policies["random"], policies["rules"], range(10), batch=3)
+    ab = play_match(policies[a], policies[b], range(8), batch=8)
+    ba = play_match(policies[b], policies[a], range(8), batch=5)
     assert np.array_equal(ab.deal_diffs, -ba.deal_diffs)
     assert ((ab.a_points >= 0) & (ab.a_points <= 42)).all()
     assert ab.deal_diffs.any()

@@ -50,7 +50,7 @@ constructor `(arg: str | None, ctx: PolicyContext) -> Policy` under its name in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
@@ -229,7 +229,7 @@ class PerfectPolicy:
         B = games.batch_size
         rows = torch.arange(B)
         g = games if games.device.type == "cpu" else \
-            BatchedGames(**{k: v.cpu() for k, v in vars(games).items()})
+            BatchedGames(**{f.name: getattr(games, f.name).cpu() for f in fields(games)})
         masks = slots_to_tile_mask(g.hands, g.remaining).numpy()
         q = q_batch(masks, g.decl.numpy(), g.leader.numpy(), g.trick[:, :3].numpy(),
                     threads=self.threads)
