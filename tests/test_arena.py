@@ -118,7 +118,7 @@ def test_rules_player_cases(decl, own, trick, want):
 
     outstanding = np.array(sorted(set(range(N_TILES)) - set(own) - set(trick)))
     legal = legal_tiles(own, decl, trick[0] if trick else None)
-    assert rules_move(decl, own, legal, trick, outstanding) == want
+    assert rules_move(decl, legal, trick, outstanding) == want
 
 
 # ---------------------------------------------------------------------------- duplicate

@@ -118,11 +118,11 @@ def _cost(decl: int, t: int) -> tuple:
     return (int(POINTS[t]), trump, int(RANK[decl, LED_SUIT[decl, t], t]), t)
 
 
-def rules_move(decl: int, own: Sequence[int], legal: Sequence[int], trick: Sequence[int],
+def rules_move(decl: int, legal: Sequence[int], trick: Sequence[int],
                outstanding: np.ndarray) -> int:
-    """The rules player's tile (module doc). own: the actor's remaining tiles; legal: its
-    legal tiles; trick: the current trick's tiles in play order; outstanding: ids of the
-    tiles neither played nor in `own`."""
+    """The rules player's tile (module doc). legal: the actor's legal tiles; trick: the
+    current trick's tiles in play order; outstanding: ids of the tiles neither played nor
+    in the actor's hand."""
     cheapest = lambda tiles: min(tiles, key=lambda t: _cost(decl, t))
     if not trick:
         sure = [t for t in legal if not len(outstanding)
@@ -179,7 +179,7 @@ class RulesPolicy:
             gone[played[g][played[g] >= 0]] = True
             gone[own] = True
             outstanding = np.flatnonzero(~gone)
-            tile = rules_move(int(decl[g]), own.tolist(), hand[g][legal[g]].tolist(),
+            tile = rules_move(int(decl[g]), hand[g][legal[g]].tolist(),
                               trick[g][:n_trick[g]].tolist(), outstanding)
             out[g] = int(np.flatnonzero(hand[g] == tile)[0])
         return torch.from_numpy(out).to(games.device)
