@@ -49,6 +49,7 @@ setup(
         "eqfast-view=eqfast.cli.view:main",
         "eqfast-validate=eqfast.cli.validate:main",
         "eqfast-report=eqfast.cli.report:main",
+        "eqfast-arena=eqfast.cli.arena:main",
         "eqfast-bid=eqfast.cli.bid:main",
     ]},
 )

@@ -28,8 +28,17 @@ VARIANTS = 4
 
 
 @pytest.fixture(scope="module")
-def policies():
-    return {s: policy_from_spec(s, run_seed=3) for s in FAIR + ("perfect",)}
+def policies(tmp_path_factory):
+    """The fair policies, a Stage 2 model (random weights: what matters here is what it
+    reads, not how well it plays) and the perfect player."""
+    from eqfast.stage2.model import DEFAULT_CONFIG, build_model
+    from eqfast.stage2.weights import save_stage2
+
+    torch.manual_seed(0)
+    weights = tmp_path_factory.mktemp("stage2") / "random.safetensors"
+    save_stage2(weights, build_model(DEFAULT_CONFIG), DEFAULT_CONFIG)
+    specs = FAIR + (f"stage2:{weights}", "perfect")
+    return {s: policy_from_spec(s, run_seed=3) for s in specs}
 
 
 # ---------------------------------------------------------------------------- information
@@ -98,7 +107,7 @@ def test_fair_policies_decide_from_their_information_only(policies):
                 assert torch.equal(getattr(other_info, name), getattr(info, name)), name
             assert not torch.equal(other.hands, games.hands)
             choices += int((games.legal_mask().sum(1) > 1).sum())
-            for spec in FAIR:
+            for spec in (s for s in policies if s != "perfect"):
                 got = policies[spec].decide(other, SEEDS, d)
                 assert torch.equal(got, want[spec]), (spec, d, j, want[spec], got)
             perfect_changed += int((policies["perfect"].decide(other, SEEDS, d)
@@ -181,8 +190,10 @@ def test_mean_interval():
     (["--policies", "random,eq:missing.safetensors", "--hands", "4"],
      ["--policies", "missing.safetensors", "does not exist"]),
     (["--policies", "random,rules:fast", "--hands", "4"], ["--policies", "rules:fast"]),
+    (["--policies", "random,stage2:gone.safetensors", "--hands", "4"],
+     ["--policies", "gone.safetensors", "does not exist"]),
 ], ids=["one-policy", "unknown", "duplicate", "hands-0", "hands-odd", "batch-0", "decl-12",
-        "eq-worlds-0", "eq-missing-weights", "rules-argument"])
+        "eq-worlds-0", "eq-missing-weights", "rules-argument", "stage2-missing-weights"])
 def test_cli_bad_input_exits_2(capsys, argv, needles):
     assert main(argv + ["--quiet"]) == 2
     err = capsys.readouterr().err

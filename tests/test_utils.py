@@ -145,8 +145,15 @@ def test_log_mode_prints_plain_lines_every_few_seconds():
         bar.update(10)
         assert out.getvalue().count("\n") == 1 and "410/1000" in out.getvalue()
     lines = out.getvalue().splitlines()
-    assert len(lines) == 2 and "\r" not in out.getvalue()
+    # close() adds no copy of a line the log already holds (same count, same fields)
+    assert len(lines) == 1 and "\r" not in out.getvalue()
     assert lines[-1].startswith("job: 410/1000 (41.0%)")
+    with Progress(total=1000, desc="job", stream=out, clock=clock) as bar:
+        clock.t += 6.0
+        bar.update(10)
+        bar.update(5, loss=0.5)            # after the last line: close() must show it
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 and lines[-1].startswith("job: 15/1000") and "loss=0.5" in lines[-1]
 
 
 def test_tty_mode_redraws_in_place_at_most_10_per_second():

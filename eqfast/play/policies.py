@@ -18,6 +18,8 @@ Policies (the spec string of `policy_from_spec`, registry `POLICIES`):
                     within 1e-4 points go to the lowest slot). ORACLE: default, accurate,
                     exact or a weights path (`eqfast.oracle.factory.oracle_from_spec`)
     perfect         CHEATING: sees all four hands and plays the exact solver's best move
+    stage2[:W]      the Stage 2 model (weights W, default eqfast/models/stage2.safetensors):
+                    one forward pass over the public transcript, no search
                     (`eqfast.solver.q_batch`; ties to the lowest slot)
 
 The rules player
@@ -246,6 +248,25 @@ class PerfectPolicy:
         return _lowest_slot(legal & (value == best)).to(games.device)
 
 
+# ---------------------------------------------------------------------------- Stage 2
+class Stage2Policy:
+    """The Stage 2 model: one forward pass over the acting seat's public transcript, then
+    the legal move with the highest predicted E[Q] (eqfast/stage2/policy.py)."""
+
+    cheating = False
+
+    def __init__(self, path=None, device="cpu"):
+        from ..stage2.weights import DEFAULT_STAGE2, load_stage2
+
+        self.model = load_stage2(DEFAULT_STAGE2 if path is None else path).to(device)
+        self.name = "stage2" if path is None else f"stage2:{path}"
+
+    def decide(self, games, seeds, decision):
+        from ..stage2.policy import stage2_slots
+
+        return stage2_slots(self.model, games)
+
+
 # ---------------------------------------------------------------------------- registry
 def _no_arg(name: str, arg: str | None) -> None:
     if arg is not None:
@@ -279,15 +300,20 @@ def _make_perfect(arg, ctx):
     return PerfectPolicy(threads=ctx.threads)
 
 
+def _make_stage2(arg, ctx):
+    return Stage2Policy(arg, device=ctx.device)
+
+
 #: policy name -> constructor(arg, ctx); see "Adding a policy" in the module doc
 POLICIES: dict[str, Callable[[str | None, PolicyContext], Policy]] = {
     "random": _make_random,
     "rules": _make_rules,
     "eq": _make_eq,
     "perfect": _make_perfect,
+    "stage2": _make_stage2,
 }
 #: how a policy that takes an argument is written, for messages and --help
-USAGE = {"eq": "eq:ORACLE[:N]"}
+USAGE = {"eq": "eq:ORACLE[:N]", "stage2": "stage2[:WEIGHTS]"}
 
 
 def policy_from_spec(spec: str, run_seed: int = 0, device="cpu", threads: int = 1) -> Policy:

@@ -63,6 +63,7 @@ class Progress:
         self.start = clock()
         self._last_draw = self.start
         self._width = 0  # length of the last in-place line, to blank leftovers
+        self._drawn = None  # (count, fields) of the last line drawn
         self.closed = False
 
     # ------------------------------------------------------------------ public
@@ -84,7 +85,8 @@ class Progress:
         """Draw the final state once and end the line. Safe to call twice."""
         if self.closed:
             return
-        if not self.disable:
+        # a log already holding the final count and fields gets no second copy of that line
+        if not self.disable and (self.tty or self._drawn != self._state()):
             self._draw(self.clock(), final=True)
         self.closed = True
 
@@ -125,6 +127,10 @@ class Progress:
             self.stream.write(text + "\n")
         self.stream.flush()
         self._last_draw = now
+        self._drawn = self._state()
+
+    def _state(self) -> tuple:
+        return self.n, tuple((k, repr(v)) for k, v in self.postfix.items())
 
 
 __all__ = ["Progress", "format_duration"]
