@@ -197,6 +197,10 @@ def test_loss_is_the_weighted_legal_mean():
     mu = torch.tensor([[4.0, 2.0, 99.0], [0.0, 99.0, 99.0]])
     want = ((6 / 42) ** 2 + (6 / 42) ** 2 + 0.1 * 1.0) / 2.1
     assert float(stage2_loss(mu, torch.zeros_like(mu), batch)) == pytest.approx(want, rel=1e-6)
+    # centred: row 0's errors -6 and +6 have mean 0; row 1 (forced) has no spread
+    centered = 2 * (6 / 42) ** 2 / 2.1
+    assert float(stage2_loss(mu, torch.zeros_like(mu), batch, centered_weight=0.5)) == \
+        pytest.approx(want + 0.5 * centered, rel=1e-6)
     # nll: mse plus the Gaussian NLL with sigma^2 = 1 point^2 and mu detached
     log_var = torch.zeros_like(mu)
     v = 1 / 42 ** 2
@@ -255,6 +259,7 @@ def test_resume_with_other_settings_is_refused(dataset, tmp_path):
 @pytest.mark.parametrize("flags, needle", [
     (["--forced-weight", "2"], "--forced-weight"), (["--heads", "5"], "--heads"),
     (["--loss", "nll", "--no-var-head"], "--no-var-head"), (["--steps", "0"], "--steps"),
+    (["--centered-weight", "-1"], "--centered-weight"),
     (["--device", "tpu"], "--device")])
 def test_train_cli_bad_flags_exit_2(dataset, tmp_path, capsys, flags, needle):
     status = train_stage2.main(["--data", str(dataset), "--run", str(tmp_path / "r"), *flags])

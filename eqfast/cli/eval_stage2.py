@@ -86,6 +86,7 @@ def main(argv=None) -> int:
             model, meta = load_stage2_with_meta(a.weights)
         except Stage2WeightsError as e:
             problem = f"--weights: {e}"
+    t0 = time.perf_counter()
     if problem is None:
         try:
             records, _ = load_split(a.data, a.split)
@@ -95,7 +96,6 @@ def main(argv=None) -> int:
         print(f"eqfast-eval-stage2: {problem}", file=sys.stderr)
         return 2
 
-    t0 = time.perf_counter()
     if a.max_records:
         records = records.select(slice(0, a.max_records))
     rows = prepare_rows(records)

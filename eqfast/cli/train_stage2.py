@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "e_q_var/ess, with mu held fixed in it (docs/STAGE2.md)")
     ap.add_argument("--forced-weight", type=float, default=FORCED_WEIGHT,
                     help="loss weight of a decision with one legal move (others weigh 1)")
+    ap.add_argument("--centered-weight", type=float, default=0.0,
+                    help="weight of the extra loss on the error centred over each decision's "
+                         "legal moves (the differences between moves, which decide the argmax)")
     ap.add_argument("--steps", type=int, default=20000,
                     help="optimizer steps of the whole run (with --time-budget: at most)")
     ap.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
@@ -90,6 +93,8 @@ def check_args(a) -> str | None:
         return f"--lr must be > 0, got {a.lr}"
     if not 0 <= a.forced_weight <= 1:
         return f"--forced-weight must be in [0, 1], got {a.forced_weight}"
+    if not a.centered_weight >= 0:
+        return f"--centered-weight must be >= 0, got {a.centered_weight}"
     if a.loss == "nll" and a.no_var_head:
         return "--loss nll needs the variance head: drop --no-var-head"
     if a.time_budget is not None and not a.time_budget > 0:
@@ -125,7 +130,7 @@ def main(argv=None) -> int:
     arch = {"d_model": a.d_model, "n_layers": a.layers, "n_heads": a.heads, "d_ff": a.d_ff,
             "var_head": 0 if a.no_var_head else 1}
     cfg = TrainConfig(data=a.data, run=a.run, arch=arch, loss=a.loss,
-                      forced_weight=a.forced_weight, steps=a.steps, batch=a.batch, lr=a.lr,
+                      forced_weight=a.forced_weight, centered_weight=a.centered_weight, steps=a.steps, batch=a.batch, lr=a.lr,
                       weight_decay=a.weight_decay, warmup=a.warmup, seed=a.seed,
                       val_rows=a.val_rows, eval_every=a.eval_every, ckpt_every=a.ckpt_every,
                       device=a.device, stop_at=a.stop_at, time_budget=a.time_budget)

@@ -12,6 +12,9 @@ Loss (units of Q/42, docs/STAGE2.md):
                     head learns how far the label lies from μ beyond the sampling noise.
 
 w_r is 1, or `forced_weight` (default 0.1) for a decision with one legal move.
+`centered_weight` c > 0 adds c times the same weighted mean of ((μ - E[Q]) - its mean over
+the decision's legal moves)²: the error in the differences between moves, which alone
+decide the argmax, against the error in the position's overall level.
 
 AdamW, linear warm-up then cosine decay to `min_lr_frac` * lr at `steps` (or over the spent
 fraction of `time_budget`). Each step draws `batch` records uniformly (with replacement)
@@ -51,8 +54,8 @@ LOSSES = ("mse", "nll")
 #: Steps between reads of the loss (each read waits for the device).
 LOSS_EVERY = 50
 #: arguments a resumed run must share with the checkpoint (the others may change)
-RESUME_KEYS = ("arch", "loss", "forced_weight", "steps", "batch", "lr", "weight_decay",
-               "warmup", "min_lr_frac", "seed", "time_budget")
+RESUME_KEYS = ("arch", "loss", "forced_weight", "centered_weight", "steps", "batch", "lr",
+               "weight_decay", "warmup", "min_lr_frac", "seed", "time_budget")
 
 
 @dataclass
@@ -62,6 +65,7 @@ class TrainConfig:
     arch: dict = field(default_factory=lambda: dict(DEFAULT_CONFIG))
     loss: str = "mse"
     forced_weight: float = FORCED_WEIGHT
+    centered_weight: float = 0.0
     steps: int = 20000
     batch: int = 256
     lr: float = 1e-3
@@ -86,6 +90,8 @@ def check_train_config(cfg: TrainConfig) -> None:
         raise ValueError("loss 'nll' needs a model with a variance head (var_head 1)")
     if not 0 <= cfg.forced_weight <= 1:
         raise ValueError(f"forced_weight must be in [0, 1], got {cfg.forced_weight}")
+    if not cfg.centered_weight >= 0:
+        raise ValueError(f"centered_weight must be >= 0, got {cfg.centered_weight}")
     for name in ("steps", "batch", "eval_every", "ckpt_every", "val_rows"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
@@ -109,7 +115,8 @@ def lr_at(cfg: TrainConfig, step: int, wall_s: float = 0.0) -> float:
     return cfg.lr * (cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
-def stage2_loss(mu: torch.Tensor, log_var: torch.Tensor, batch: dict, loss: str = "mse") -> torch.Tensor:
+def stage2_loss(mu: torch.Tensor, log_var: torch.Tensor, batch: dict, loss: str = "mse",
+                centered_weight: float = 0.0) -> torch.Tensor:
     """The loss of the module docstring; mu, log_var in points / log points² as the model
     gives them, batch: `prepare_rows` tensors of the same rows."""
     legal = batch["legal"].to(mu.dtype)
@@ -117,6 +124,9 @@ def stage2_loss(mu: torch.Tensor, log_var: torch.Tensor, batch: dict, loss: str 
     denom = w.sum().clamp(min=1e-12)
     diff = (mu - batch["q"]) / Q_SCALE
     total = (w * diff ** 2).sum() / denom
+    if centered_weight > 0:
+        mean = (diff * legal).sum(1, keepdim=True) / legal.sum(1, keepdim=True).clamp(min=1)
+        total = total + centered_weight * (w * (diff - mean) ** 2).sum() / denom
     if loss == "nll":
         v = (log_var - 2.0 * math.log(Q_SCALE)).exp() + batch["s2"] / Q_SCALE ** 2
         nll = 0.5 * (v.log() + diff.detach() ** 2 / v)
@@ -142,11 +152,11 @@ def _batch(rows: dict, idx: torch.Tensor, device) -> dict:
     return {k: v[idx].to(device) for k, v in rows.items()}
 
 
-def evaluate_rows(model, rows: dict, device, loss: str) -> dict:
+def evaluate_rows(model, rows: dict, device, loss: str, centered_weight: float = 0.0) -> dict:
     """Val figures (evaluate.metrics) plus the training objective on these rows."""
     mu, log_var = predict(model, rows["tokens"], rows["lengths"], device)
     m = eval_metrics(mu, log_var if model.var_head else None, rows)
-    m["loss"] = float(stage2_loss(mu, log_var, rows, loss))
+    m["loss"] = float(stage2_loss(mu, log_var, rows, loss, centered_weight))
     return m
 
 
@@ -189,7 +199,7 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     log(f"{count_parameters(model)} parameters ({cfg.arch}); {n} train records, "
         f"{val_rows['q'].shape[0]} val records ({card['splits']['train']['games']} + "
         f"{card['splits']['val']['games']} games); loss {cfg.loss}, forced weight "
-        f"{cfg.forced_weight}", flush=True)
+        f"{cfg.forced_weight}, centered weight {cfg.centered_weight}", flush=True)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else machine()
 
     metrics: dict = {}
@@ -210,7 +220,7 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
         for g in optimizer.param_groups:
             g["lr"] = lr_at(cfg, step, wall())
         mu, log_var = model(batch["tokens"].long(), batch["lengths"])
-        loss = stage2_loss(mu, log_var, batch, cfg.loss)
+        loss = stage2_loss(mu, log_var, batch, cfg.loss, cfg.centered_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -225,7 +235,7 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
         else:
             bar.update(1)
         if evaluate:
-            metrics = evaluate_rows(model, val_rows, device, cfg.loss)
+            metrics = evaluate_rows(model, val_rows, device, cfg.loss, cfg.centered_weight)
             state["wall_s"] = wall()
             point = {"step": step, "records_seen": state["records_seen"],
                      "wall_s": round(state["wall_s"], 1), "train_loss": loss_value,
@@ -240,7 +250,8 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
             train_info = {"seed": cfg.seed, "step": step, "steps": cfg.steps,
                           "records_seen": state["records_seen"], "wall_s": round(state["wall_s"], 1),
                           "batch": cfg.batch, "lr": cfg.lr, "loss": cfg.loss,
-                          "forced_weight": cfg.forced_weight, "device": device_name,
+                          "forced_weight": cfg.forced_weight,
+                          "centered_weight": cfg.centered_weight, "device": device_name,
                           "time_budget_s": cfg.time_budget, "data_card": card}
             val_metrics = {"split": "val", **metrics}
             save_stage2(run / "last.safetensors", model, cfg.arch, dh, val_metrics, train_info)
