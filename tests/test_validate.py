@@ -255,3 +255,21 @@ def test_int8_records_are_checked_against_the_int8_oracle(tmp_path, capsys):
     assert rc == 0
     rep = json.loads(text)["exact"]
     assert rep["oracle"] == "default+int8" and rep["reproduced_max_abs_diff"] < 1e-4
+
+
+def test_exact_on_world_budgets_by_trick_uses_each_records_worlds(tmp_path, capsys):
+    """Records made with --n-by-trick have several N: the same-world re-run must use each
+    record's own N (worlds_mismatch 0, no oracle error for the exact oracle)."""
+    out = tmp_path / "ds"
+    assert generate.main(["--out", str(out), "--games", "1", "--seed-start", str(SEEDS[0]),
+                          "--n-by-trick", "4,4,6,6,8,8,8", "--oracle", "exact", "--quiet"]) == 0
+    capsys.readouterr()
+    records, _ = load_records(out)
+    early = ~records["enumerated"] & (records["decision_idx"] <= 11)
+    assert set(records["n_worlds"][early].tolist()) == {4, 6}      # two budgets in play
+    rc, text, _ = _run(capsys, out, "--exact", 0, "--decisions", "0:11",
+                       "--max-enumerate", 40, "--json")
+    assert rc == 0
+    rep = json.loads(text)["exact"]
+    assert rep["worlds_mismatch"] == 0
+    assert rep["oracle_rmse"] == pytest.approx(0.0, abs=1e-6)

@@ -277,7 +277,8 @@ def validate(args) -> dict:
         part = records.select(idx)
         # the same worlds: the run's N reproduces its draws (and its world_q shape); an
         # adaptive run used several N, so each record's own n_worlds, without per-world Q
-        adaptive = (meta.get("adaptive") or {}).get("sem") is not None or "n_samples" not in meta
+        adaptive = ((meta.get("adaptive") or {}).get("sem") is not None
+                    or meta.get("n_by_trick") is not None or "n_samples" not in meta)
         n_same = None if adaptive else int(meta["n_samples"])
         same_kw = dict(seed=run_seed, n_samples=n_same, store_worlds=not adaptive, **common)
         same = run_decisions(part, exact_oracle, meta, **same_kw)
