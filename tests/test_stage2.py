@@ -410,3 +410,20 @@ def test_policy_on_recorded_states_plays_the_argmax_of_mu(records):
             games = games.play(taken.view(1))
         assert bool(games.is_over[0])
     assert seen_reordered > 0
+
+
+def test_shipped_model_loads_and_beats_a_random_legal_move(records):
+    """eqfast/models/stage2.safetensors: small, with its data card and test figures, and on
+    this test's own games its choices lose less E[Q] than a uniformly random legal move."""
+    from eqfast.stage2.evaluate import metrics, predict
+    from eqfast.stage2.weights import DEFAULT_STAGE2
+
+    assert DEFAULT_STAGE2.stat().st_size < 5 << 20
+    model, meta = load_stage2_with_meta()
+    card = meta["train"]["data_card"]
+    assert card["splits"]["train"]["games"] > 0 and card["n_samples"] > 0
+    assert 0 < meta["metrics"]["test"]["regret"] < meta["metrics"]["test"]["regret_uniform"]
+    rows = prepare_rows(records)
+    mu, log_var = predict(model, rows["tokens"], rows["lengths"])
+    m = metrics(mu, log_var, rows)
+    assert m["regret"] < 0.7 * m["regret_uniform"], m
