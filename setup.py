@@ -50,6 +50,8 @@ setup(
         "eqfast-validate=eqfast.cli.validate:main",
         "eqfast-report=eqfast.cli.report:main",
         "eqfast-arena=eqfast.cli.arena:main",
+        "eqfast-train-stage2=eqfast.cli.train_stage2:main",
+        "eqfast-eval-stage2=eqfast.cli.eval_stage2:main",
         "eqfast-bid=eqfast.cli.bid:main",
     ]},
 )
