@@ -180,7 +180,7 @@ def test_records_breaking_the_invariants_are_never_written(tmp_path, capsys, mon
 def test_oracle_precision_is_applied_and_recorded(tmp_path):
     """--oracle-precision bf16 runs the shipped network under bf16 autocast (E[Q] moves by
     the rounding, actions mostly agree), and the metadata and resume settings say so."""
-    args = ["--games", "1", "--n-samples", "8", "--quiet", "--threads", "1"]
+    args = ["--games", "1", "--n-samples", "8", "--quiet", "--threads", "1", "--oracle", "default"]
     assert main(["--out", str(tmp_path / "fp32"), *args]) == 0
     assert main(["--out", str(tmp_path / "bf16"), *args, "--oracle-precision", "bf16"]) == 0
     (fp32, (meta32, *_)), (bf16, (meta16, *_)) = (load_records(tmp_path / name)
@@ -225,3 +225,19 @@ def test_world_budget_by_trick(tmp_path, capsys):
         assert main(["--out", str(tmp_path / "bad"), "--games", "1", "--quiet", *bad]) == 2, bad
     assert not (tmp_path / "bad").exists()
     capsys.readouterr()
+
+
+def test_cpu_default_labels_are_exact_with_budgets_by_trick(tmp_path, capsys):
+    """Without --oracle the CPU's reference pipeline labels with the exact solver and world
+    budgets 25/50/100 by trick (README, "Choosing the labels"); --n-samples keeps the exact
+    oracle at that N; --exact-tricks (a network setting) gets the shipped network."""
+    args = ["--games", "1", "--quiet", "--threads", "1"]
+    assert main(["--out", str(tmp_path / "a"), *args]) == 0
+    _, (meta, *_) = load_records(tmp_path / "a")
+    assert meta["oracle"]["name"] == "exact" and meta["n_by_trick"] == [25, 50, 100, 100, 100, 100, 100]
+    assert main(["--out", str(tmp_path / "b"), *args, "--n-samples", "6"]) == 0
+    _, (meta, *_) = load_records(tmp_path / "b")
+    assert meta["oracle"]["name"] == "exact" and meta["n_by_trick"] is None and meta["n_samples"] == 6
+    assert main(["--out", str(tmp_path / "c"), *args, "--n-samples", "6", "--exact-tricks", "2"]) == 0
+    _, (meta, *_) = load_records(tmp_path / "c")
+    assert meta["oracle"]["name"] == "default" and meta["oracle"]["exact_tricks"] == 2

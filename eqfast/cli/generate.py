@@ -89,8 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--oracle", default=None,
                    help="'default' (the small network shipped in eqfast/models, fast on a CPU), "
                         "'accurate' (the larger shipped network, closer to the solver, ~7x the "
-                        "cost per row), 'exact' (the solver; slow), or a path to oracle "
-                        "weights (.safetensors) (default: 'accurate' on CUDA, else 'default')")
+                        "cost per row), 'exact' (the solver), or a path to oracle weights "
+                        "(.safetensors). When left out: on CUDA 'accurate'; on the CPU (reference "
+                        "pipeline) 'exact', with world budgets by trick 25,50,100,100,100,100,100 "
+                        "unless --n-samples, --n-by-trick, --sem or --store-worlds says otherwise: "
+                        "exact labels at 4.3 games/s a core, the fastest configuration without "
+                        "oracle error (README, 'Choosing the labels')")
     o.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     o.add_argument("--backend", choices=["reference", "triton", "auto"], default="auto",
                    help="device stages: pure PyTorch, Triton kernels, or auto (triton on CUDA)")
@@ -116,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "machine)")
 
     s = p.add_argument_group("sampling")
-    s.add_argument("--n-samples", type=int, default=100, help="worlds per decision (N)")
+    s.add_argument("--n-samples", type=int, default=None,
+                   help="worlds per decision (N); when left out, 100, except for the CPU default "
+                        "below")
     s.add_argument("--n-by-trick", default=None, metavar="N1,...,N7",
                    help="worlds per decision in each trick instead of --n-samples, e.g. "
                         "50,50,100,100,100,100,100 (an exact oracle's trick-1 world costs ~25x "
@@ -254,12 +260,39 @@ def batch_owner(args):
     return lambda lo: ((lo - args.seed_start) // args.games_per_batch) % args.world_size == args.rank
 
 
+#: the CPU default's world budgets by trick (README, "Choosing the labels")
+DEFAULT_EXACT_BUDGETS = "25,50,100,100,100,100,100"
+DEFAULT_N = 100
+
+
+def apply_default_labels(args) -> None:
+    """Fill in the oracle and the worlds the user left out: on CUDA the accurate network,
+    N = 100; on the CPU's reference pipeline the exact solver with DEFAULT_EXACT_BUDGETS
+    (unless N, budgets, --sem or --store-worlds were given: then N, default 100); the
+    shipped network elsewhere (the CPU's fast pipeline, or with --exact-tricks or a
+    reduced --oracle-precision, which only a network has)."""
+    from ..engine.factory import resolve_pipeline
+    from ..oracle.factory import default_spec
+
+    if args.oracle is None:
+        # --exact-tricks and a reduced precision are settings of a network oracle
+        wants_network = args.exact_tricks > 0 or args.oracle_precision != "fp32"
+        exact = (default_spec(args.device) == "default" and not wants_network
+                 and resolve_pipeline(args.pipeline, args.device) == "reference")
+        args.oracle = "exact" if exact else default_spec(args.device)
+        if (exact and args.n_samples is None and args.n_by_trick is None and args.sem is None
+                and not args.store_worlds):
+            args.n_by_trick = DEFAULT_EXACT_BUDGETS
+    if args.n_samples is None:
+        args.n_samples = DEFAULT_N
+
+
 def check_args(args) -> str | None:
     """The first problem with the arguments, or None; fills in the device's default
     --oracle once the device is known to be valid, and the rank and world size from the
     launcher's environment."""
     for name in ("games", "games_per_batch", "n_samples"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             return f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}"
     for name in ("seed_start", "target_games", "threads"):
         if (getattr(args, name) or 0) < 0:
@@ -285,9 +318,7 @@ def check_args(args) -> str | None:
     problem = device_problem(args.device) or output_problem(args.out)
     if problem is not None:
         return problem
-    if args.oracle is None:
-        from ..oracle.factory import default_spec
-        args.oracle = default_spec(args.device)
+    apply_default_labels(args)
     from ..engine.factory import pipeline_problem
     try:
         cfg = engine_config(args)

@@ -283,7 +283,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-@quiet_on_closed_stdout
 def coverage(root) -> dict:
     """Seed coverage of a dataset directory: complete ranges merged into spans, the
     unfinished ranges (a write that never finished: a resume regenerates them), and the gaps
@@ -303,6 +302,7 @@ def coverage(root) -> dict:
             "unfinished": [list(r) for r in incomplete_seed_ranges(root)]}
 
 
+@quiet_on_closed_stdout
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.coverage:
