@@ -78,3 +78,16 @@ def test_batch_mode_appends_and_resumes(tmp_path):
     assert [r["index"] for r in rows2] == [0, 1, 2] and rows2[:2] == rows
     other = run_cli("bid", "--batch", "3", *args[:-2], "--completions", "7", "--out", out)
     assert_usage_error(other, "other settings")
+
+
+def test_plot_draws_the_labelled_matrix(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "m.png"
+    proc = run_cli("bid", "--hand", "6-6,6-5,6-4,5-5,4-4,3-3,2-2", "--completions", "6",
+                   "--contracts", "5,7", "--lower", "0", "--plot", png, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert_usage_error(run_cli("bid", "--hand", "6-6,6-5,6-4,5-5,4-4,3-3,2-2",
+                               "--plot", tmp_path / "m.txt"), "--plot", "m.txt")
+    assert_usage_error(run_cli("bid", "--batch", "2", "--out", tmp_path / "b.jsonl",
+                               "--plot", png), "--plot", "--batch")

@@ -82,3 +82,41 @@ def format_table(r: dict, detail: str = "best") -> str:
     for w in r.get("warnings", []):
         lines.append(f"warning: large clairvoyance gap: {w}")
     return "\n".join(lines)
+
+
+def plot_matrix(r: dict, path) -> None:
+    """The p_upper matrix of an `evaluate` result as a heat map (contracts x bid levels,
+    each cell's P_M(make) printed in it; the chosen contract's row marked), saved as an
+    image at `path` (matplotlib, the `report` extra)."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("--plot draws with matplotlib, an optional extra: "
+                          "pip install -e '.[report]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from ..utils.atomic import atomic_path
+
+    contracts = r["contracts"]
+    levels = [x["level"] for x in contracts[0]["cells"]]
+    p = np.array([[x["p_upper"]["p"] for x in c["cells"]] for c in contracts])
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(levels), 1.2 + 0.45 * len(contracts)))
+    ax.imshow(p, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    for i in range(p.shape[0]):
+        for j in range(p.shape[1]):
+            ax.text(j, i, f"{p[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if p[i, j] < 0.6 else "black")
+    best = r.get("choice", {}).get("contract")
+    ax.set_yticks(range(len(contracts)),
+                  [c["name"] + (" (chosen)" if c["decl"] == best else "") for c in contracts])
+    ax.set_xticks(range(len(levels)), levels)
+    ax.set_xlabel("bid")
+    label = r.get("labels", {}).get("p_upper", "P(make)")
+    ax.set_title(f"{r.get('hand', '')}: {label}, n = {r.get('n')}", fontsize=8, wrap=True)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=str(path).rsplit(".", 1)[-1] if "." in str(path) else "png",
+                    dpi=110)
+    plt.close(fig)

@@ -81,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--detail", choices=["best", "all", "none"], default="best",
                      help="per-level rows for the chosen contract, every contract, or none")
     out.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    out.add_argument("--plot", metavar="FILE.png",
+                     help="also draw the p_upper matrix as a heat map (matplotlib: the 'report' "
+                          "extra); not with --batch")
     return p
 
 
@@ -97,6 +100,15 @@ def _check(args, p) -> None:
         p.error("--weights needs --oracle network")
     if args.batch is not None and (args.batch < 1 or not args.out):
         p.error("--batch needs K >= 1 and --out FILE")
+    if args.plot and args.batch is not None:
+        p.error("--plot draws one hand's matrix: not with --batch")
+    if args.plot:
+        if Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+            p.error(f"--plot {args.plot}: the picture is a .png, .svg or .pdf file")
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            p.error("--plot draws with matplotlib, an optional extra: pip install -e '.[report]'")
     if args.out:
         # refuse before the work, not after it
         parent = Path(args.out).resolve().parent
@@ -174,6 +186,12 @@ def main(argv=None) -> int:
             _write_atomic(Path(args.out), json.dumps(result, indent=1) + "\n")
         except OSError as e:
             return fail(f"--out: cannot write {args.out}: {e}")
+    if args.plot:
+        from ..bidding.report import plot_matrix
+        try:
+            plot_matrix(result, args.plot)
+        except OSError as e:
+            return fail(f"--plot: cannot write {args.plot}: {e}")
     print(json.dumps(result) if args.json else format_table(result, args.detail))
     return 0
 
