@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from ..oracle.train import load_checkpoint, save_checkpoint
+from ..oracle.train import load_checkpoint, lr_at, save_checkpoint
 from ..rules.deal import mix_seed
 from ..utils.atomic import atomic_write_text
 from .data import FORCED_WEIGHT, data_card, data_hash, load_split, prepare_rows
@@ -101,18 +101,6 @@ def check_train_config(cfg: TrainConfig) -> None:
         raise ValueError(f"lr must be > 0, got {cfg.lr}")
     if cfg.time_budget is not None and not cfg.time_budget > 0:
         raise ValueError(f"time_budget must be > 0 seconds, got {cfg.time_budget}")
-
-
-def lr_at(cfg: TrainConfig, step: int, wall_s: float = 0.0) -> float:
-    """Linear warm-up over `warmup` steps, then cosine decay over the remaining steps, or
-    over the spent fraction of `time_budget` (wall_s: training seconds so far) when set."""
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    if cfg.time_budget is not None:
-        frac = min(1.0, wall_s / cfg.time_budget)
-    else:
-        frac = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
-    return cfg.lr * (cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
 def stage2_loss(mu: torch.Tensor, log_var: torch.Tensor, batch: dict, loss: str = "mse",
