@@ -60,10 +60,11 @@ def test_fast_engine_with_a_network_oracle_and_posterior_equals_reference(backen
     fast = FastEngine(oracle, cfg, backend=backend, device=device, graphs=False).play([6, 7])
     for name in FIELDS:
         if ref[name].is_floating_point():
-            torch.testing.assert_close(fast[name], ref[name], rtol=1e-4, atol=1e-4,
-                                       equal_nan=True, msg=name)
+            torch.testing.assert_close(
+                fast[name], ref[name], rtol=1e-4, atol=1e-4, equal_nan=True,
+                msg=lambda m: f"{name}: {m}\n{first_difference(ref, fast, atol=1e-4)}")
         else:
-            assert torch.equal(ref[name], fast[name]), name
+            assert torch.equal(ref[name], fast[name]), f"{name}: {first_difference(ref, fast)}"
 
 
 @pytest.mark.parametrize("backend", ["reference", pytest.param("triton", marks=pytest.mark.interpreter)])
@@ -152,6 +153,34 @@ def test_bucket_sizes():
     assert [bucket(g) for g in (1, 8, 9, 33, 64)] == [8, 8, 16, 64, 64]
 
 
+def first_difference(want, got, rtol=1e-4, atol=1e-3) -> str:
+    """Where two record sets first part (a diagnosis for a failed comparison): the record
+    (game, decision), the fields that differ there, and the posterior diagnostics of both
+    sides (a weight near the delta clip or an ESS near the re-mix threshold turns a last-bit
+    difference of Q into a different move)."""
+    want, got = want.to("cpu"), got.to("cpu")
+    bad = torch.zeros(len(want), dtype=torch.bool)
+    fields = {}
+    for name in want.tensors:
+        a, b = want[name], got[name]
+        if a.is_floating_point():
+            d = ~torch.isclose(b, a, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            d = a != b
+        d = d.reshape(len(want), -1).any(1)
+        if bool(d.any()):
+            fields[name] = int(d.sum())
+        bad |= d
+    if not bool(bad.any()):
+        return "no difference"
+    i = int(torch.nonzero(bad)[0])
+    show = lambda r: {k: r[k][i].tolist() for k in ("e_q_mean", "ess", "max_w", "action_taken",
+                                                    "n_worlds", "enumerated") if k in r}  # noqa: E731
+    return (f"first difference at record {i} (game {int(want['game_idx'][i])}, decision "
+            f"{int(want['decision_idx'][i])}); records differing per field: {fields}; "
+            f"want {show(want)}; got {show(got)}")
+
+
 def assert_same_records(want, got, context=""):
     """Every field: integers and booleans bit for bit; floats within float32 noise of a
     differently composed forward (the reference de-duplicates rows, the fast path does
@@ -162,9 +191,10 @@ def assert_same_records(want, got, context=""):
         a, b = want[name], got[name]
         if a.is_floating_point():
             torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-3, equal_nan=True,
-                                       msg=f"{context}{name}")
+                                       msg=lambda m: f"{context}{name}: {m}\n"
+                                                     f"{first_difference(want, got)}")
         else:
-            assert torch.equal(a, b), f"{context}{name}"
+            assert torch.equal(a, b), f"{context}{name}: {first_difference(want, got)}"
 
 
 @pytest.mark.gpu
@@ -277,3 +307,14 @@ def test_graphed_double_buffered_run_on_cuda_equals_reference():
         legal = expect["legal_mask"]
         torch.testing.assert_close(records["e_q_mean"][legal], expect["e_q_mean"][legal],
                                    rtol=1e-4, atol=1e-3)
+
+
+def test_first_difference_names_the_record_and_the_fields():
+    cfg = EngineConfig(n_samples=6, seed=2)
+    a = Engine(HashOracle(), cfg).play([3, 4])
+    assert first_difference(a, a) == "no difference"
+    b = {k: v.clone() for k, v in a.tensors.items()}
+    b["e_q_mean"][30, 0] += 1.0
+    from eqfast.data.schema import DecisionRecords
+    text = first_difference(a, DecisionRecords(b))
+    assert "record 30 (game 4, decision 2)" in text and "'e_q_mean': 1" in text
