@@ -352,7 +352,11 @@ def train(cfg: TrainConfig, log=print) -> dict:
         log(f"the time budget of {cfg.time_budget:.0f} s is spent ({wall0:.0f} s trained)")
         end = step
     # This session's steps only, so the rate and ETA stay right after a resume.
-    bar = Progress(total=max(0, end - step), desc=f"train-oracle (steps {step}..{end})",
+    # a time budget ends the run before --steps: no step total (nor an ETA) to show then
+    timed = cfg.time_budget is not None
+    bar = Progress(total=None if timed else max(0, end - step),
+                   desc=f"train-oracle (from step {step}, {cfg.time_budget:.0f} s budget)" if timed
+                   else f"train-oracle (steps {step}..{end})",
                    unit="steps", disable=not ranks.main)
     network.train()
     while step < end:

@@ -197,7 +197,11 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     if cfg.time_budget is not None and wall0 >= cfg.time_budget:
         log(f"the time budget of {cfg.time_budget:.0f} s is spent ({wall0:.0f} s trained)")
         end = step
-    bar = Progress(total=max(0, end - step), desc=f"train-stage2 (steps {step}..{end})",
+    # a time budget ends the run before --steps: no step total (nor an ETA) to show then
+    timed = cfg.time_budget is not None
+    bar = Progress(total=None if timed else max(0, end - step),
+                   desc=f"train-stage2 (from step {step}, {cfg.time_budget:.0f} s budget)" if timed
+                   else f"train-stage2 (steps {step}..{end})",
                    unit="steps", disable=not progress)
     model.train()
     loss_value = float("nan")
