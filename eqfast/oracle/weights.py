@@ -10,16 +10,16 @@ Metadata keys (all strings, as safetensors requires):
     train                 JSON: training settings (seed, steps, rows seen, wall time, ...)
 
 Loading checks every one of these and the tensor names/shapes against the config, and
-raises `OracleWeightsError` naming the file and the problem.
+raises `OracleWeightsError` naming the file and the problem (eqfast/utils/weights_file.py,
+shared with the Stage 2 model's files).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
-from ..utils.atomic import atomic_write_bytes
+from ..utils import weights_file
 from .network import NetworkOracle, OracleModule, build_network, script_module
 from .tokenizer import TOKEN_LAYOUT_VERSION
 
@@ -36,79 +36,12 @@ class OracleWeightsError(ValueError):
 def save_weights(path, network: torch.nn.Module, config: dict, data_hash: str = "",
                  metrics: dict | None = None, train: dict | None = None) -> None:
     """Write `network`'s parameters and metadata to `path` atomically (temp + os.replace)."""
-    from safetensors.torch import save
-
-    tensors = {k: v.detach().cpu().contiguous() for k, v in network.state_dict().items()}
-    meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION),
-            "token_layout_version": str(TOKEN_LAYOUT_VERSION), "config": json.dumps(config),
-            "data_hash": data_hash, "metrics": json.dumps(metrics or {}),
-            "train": json.dumps(train or {})}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, save(tensors, metadata=meta))
+    weights_file.save(path, network, KIND, config, data_hash, metrics, train)
 
 
 def read_weights(path) -> tuple[dict[str, torch.Tensor], dict]:
     """(tensors, metadata with config/metrics/train decoded) after checking the header."""
-    from safetensors import safe_open
-
-    path = Path(path)
-    if path.is_dir():
-        raise OracleWeightsError(f"{path} is a directory, not an oracle weights file "
-                                 "(.safetensors)")
-    if not path.is_file():
-        raise OracleWeightsError(f"oracle weights file {path} does not exist")
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            raw = dict(f.metadata() or {})
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-    except Exception as e:  # safetensors raises its own error types for bad headers/lengths
-        raise OracleWeightsError(f"oracle weights file {path} is not a readable safetensors "
-                                 f"file: {_not_safetensors(path, e)}") from None
-    if raw.get("format") != FORMAT:
-        raise OracleWeightsError(f"oracle weights file {path}: {_other_safetensors(raw)}")
-    for key, want in (("format_version", FORMAT_VERSION),
-                      ("token_layout_version", TOKEN_LAYOUT_VERSION)):
-        if raw.get(key) != str(want):
-            raise OracleWeightsError(f"oracle weights file {path}: metadata {key!r} is "
-                                     f"{raw.get(key)!r}, this code needs {want!r}")
-    meta = dict(raw)
-    for key in ("config", "metrics", "train"):
-        try:
-            meta[key] = json.loads(raw.get(key, "{}"))
-        except json.JSONDecodeError as e:
-            raise OracleWeightsError(f"oracle weights file {path}: metadata {key!r} is not "
-                                     f"valid JSON: {e}") from e
-    return tensors, meta
-
-
-def _not_safetensors(path: Path, error: Exception) -> str:
-    """What a file that safetensors cannot open is, said so that the user knows what to
-    pass instead; nothing here unpickles or runs the file."""
-    import zipfile
-
-    with open(path, "rb") as f:
-        head = f.read(9)
-    size = path.stat().st_size
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as z:
-            names = z.namelist()
-        if any("/code/" in n for n in names):
-            return ("it is a TorchScript file (as eqfast-export-oracle writes); pass the "
-                    ".safetensors weights it was exported from (a training run's "
-                    "best.safetensors, or 'default' for the shipped network)")
-        return ("it is a torch.save archive, i.e. a pickle, which eqfast never loads; pass a "
-                ".safetensors file written by eqfast-train-oracle")
-    if head[:1] == b"\x80":
-        return ("it is a Python pickle, which eqfast never loads; pass a .safetensors file "
-                "written by eqfast-train-oracle")
-    if len(head) == 9 and head[8:9] == b"{":
-        header = int.from_bytes(head[:8], "little")
-        if 8 + header > size:
-            return f"it is truncated: its header alone needs {8 + header} bytes, it has {size}"
-        return f"it is truncated or corrupt ({error})"
-    return ("it is no safetensors file at all (oracle weights are .safetensors files from "
-            "eqfast-train-oracle)")
+    return weights_file.read(path, KIND)
 
 
 def _other_safetensors(meta: dict) -> str:
@@ -122,31 +55,15 @@ def _other_safetensors(meta: dict) -> str:
     return f"metadata 'format' is {meta.get('format')!r}, expected {FORMAT!r}: not oracle weights"
 
 
+KIND = weights_file.WeightsKind(
+    name="oracle weights", article="an", format=FORMAT, format_version=FORMAT_VERSION,
+    version_key="token_layout_version", version=str(TOKEN_LAYOUT_VERSION),
+    writer="eqfast-train-oracle", error=OracleWeightsError, other=_other_safetensors)
+
+
 def load_network(path) -> tuple[torch.nn.Module, dict]:
     """(network in eval mode, metadata) from a weights file; strict about names and shapes."""
-    tensors, meta = read_weights(path)
-    try:
-        network = build_network(meta["config"])
-    except (TypeError, ValueError) as e:
-        raise OracleWeightsError(f"oracle weights file {path}: bad 'config' "
-                                 f"{meta['config']!r}: {e}") from e
-    expected = network.state_dict()
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    if missing or unexpected:
-        raise OracleWeightsError(f"oracle weights file {path} does not match its config: "
-                                 f"missing tensors {missing}, unexpected tensors {unexpected}")
-    for name, want in expected.items():
-        got = tensors[name]
-        if got.shape != want.shape or got.dtype != want.dtype:
-            raise OracleWeightsError(f"oracle weights file {path}: tensor {name!r} is "
-                                     f"{got.dtype}{list(got.shape)}, the config needs "
-                                     f"{want.dtype}{list(want.shape)}")
-        if got.is_floating_point() and not bool(torch.isfinite(got).all()):
-            raise OracleWeightsError(f"oracle weights file {path}: tensor {name!r} has "
-                                     f"non-finite values")
-    network.load_state_dict(tensors)
-    return network.eval(), meta
+    return weights_file.load(path, KIND, build_network)
 
 
 def quantize_linear(network: torch.nn.Module) -> torch.nn.Module:
