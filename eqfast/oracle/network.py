@@ -14,6 +14,8 @@ inputs; it is what gets scripted, frozen and exported.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import nn
 
@@ -145,8 +147,9 @@ class EmbSumMLP(nn.Module):
         return self.head(x).gather(1, slot_tiles) * self.q_scale
 
 
-class _EncoderLayer(nn.Module):
-    """Pre-norm self-attention + feed-forward over the 28 tile tokens (no mask needed)."""
+class EncoderLayer(nn.Module):
+    """Pre-norm self-attention + ReLU feed-forward over a token sequence: the 28 tile tokens
+    here (no mask needed), the transcript tokens of the Stage 2 model (a key mask)."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int):
         super().__init__()
@@ -158,11 +161,13 @@ class _EncoderLayer(nn.Module):
         self.ff1 = nn.Linear(d_model, d_ff)
         self.ff2 = nn.Linear(d_ff, d_model)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attend: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """x [N, T, d]; attend [N, 1, 1, T] bool (True: a key to attend to) or None (all)."""
         n, t, d = x.shape
         h = self.n_heads
         qkv = self.qkv(self.norm1(x)).reshape(n, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
-        att = nn.functional.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])
+        att = nn.functional.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2],
+                                                         attn_mask=attend)
         x = x + self.proj(att.transpose(1, 2).reshape(n, t, d))
         return x + self.ff2(torch.relu(self.ff1(self.norm2(x))))
 
@@ -181,7 +186,7 @@ class TileTransformer(nn.Module):
         self.tile_roles = TileRoles(roles)
         self.embed = nn.Embedding(N_CODES, d_model)
         self.role_embed = nn.Embedding(self.tile_roles.n_codes, d_model)
-        self.layers = nn.ModuleList([_EncoderLayer(d_model, n_heads, d_ff)
+        self.layers = nn.ModuleList([EncoderLayer(d_model, n_heads, d_ff)
                                      for _ in range(n_layers)])
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, 1)

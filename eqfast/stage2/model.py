@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from ..engine.transcript import MAX_TOKENS, N_FEATURES
+from ..oracle.network import EncoderLayer
 from ..rules.tables import HAND_SIZE, N_TILES
 
 #: Values in points are divided by this inside the network (|Q| <= 42).
@@ -65,30 +66,6 @@ def check_config(config: dict) -> dict:
     return out
 
 
-class _EncoderLayer(nn.Module):
-    """Pre-norm self-attention (key-padding mask) + ReLU feed-forward."""
-
-    def __init__(self, d_model: int, n_heads: int, d_ff: int):
-        super().__init__()
-        self.n_heads = n_heads
-        self.norm1 = nn.LayerNorm(d_model)
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.proj = nn.Linear(d_model, d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.ff1 = nn.Linear(d_model, d_ff)
-        self.ff2 = nn.Linear(d_ff, d_model)
-
-    def forward(self, x: torch.Tensor, attend: torch.Tensor) -> torch.Tensor:
-        """x [B, T, d]; attend [B, 1, 1, T] bool (True: a live key)."""
-        b, t, d = x.shape
-        h = self.n_heads
-        qkv = self.qkv(self.norm1(x)).reshape(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
-        att = nn.functional.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2],
-                                                         attn_mask=attend)
-        x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
-        return x + self.ff2(torch.relu(self.ff1(self.norm2(x))))
-
-
 class Stage2Model(nn.Module):
     """Transformer over the transcript tokens; `forward(tokens, lengths) -> (mu, log_var)`."""
 
@@ -115,7 +92,7 @@ class Stage2Model(nn.Module):
         # (decl, tile) of tile tokens; index N_DECLS * N_TILES for the declaration token
         self.tile_embed = nn.Embedding(N_DECLS * N_TILES + 1, d_model)
         self.position_embed = nn.Embedding(MAX_TOKENS, d_model)
-        self.layers = nn.ModuleList([_EncoderLayer(d_model, n_heads, d_ff)
+        self.layers = nn.ModuleList([EncoderLayer(d_model, n_heads, d_ff)
                                      for _ in range(n_layers)])
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, 2 if self.var_head else 1)
