@@ -24,12 +24,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..data.metadata import LOW_ESS
 from ..data.schema import DecisionRecords
+from ..engine.pipeline import N_DECISIONS
 from ..engine.policy import MODE_NAMES
+from ..engine.transcript import F_DECL
 from ..rules.tables import DECL_NAMES
-
-N_DECISIONS = 28
-LOW_ESS = 10
+from .validation import pearson
 
 
 def _pyplot():
@@ -78,24 +79,16 @@ def dataset_figures(records: DecisionRecords) -> dict:
         "declarations": {},
     }
     first = d == 0
-    decl = records["transcript_tokens"][first, 0, 6].long()
+    decl = records["transcript_tokens"][first, 0, F_DECL].long()
     out["declarations"] = {DECL_NAMES[i]: int((decl == i).sum()) for i in range(len(DECL_NAMES))}
     if records.has_outcomes:
         real = records["realized_to_go"].double()
         out["outcome"] = {"e_q_taken": taken.tolist(), "realized": real.tolist(),
                           "decision": d.tolist(),
-                          "pearson_by_decision": [_pearson(taken[d == k], real[d == k])
+                          "pearson_by_decision": [pearson(taken[d == k], real[d == k])
                                                   for k in range(N_DECISIONS)],
-                          "pearson": _pearson(taken, real)}
+                          "pearson": pearson(taken, real)}
     return out
-
-
-def _pearson(x: torch.Tensor, y: torch.Tensor):
-    if len(x) < 3:
-        return None
-    xc, yc = x - x.mean(), y - y.mean()
-    den = float((xc * xc).sum().sqrt() * (yc * yc).sum().sqrt())
-    return float((xc * yc).sum()) / den if den > 0 else None
 
 
 def run_figures(run_dir) -> dict:

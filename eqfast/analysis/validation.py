@@ -334,7 +334,8 @@ def realized_values(records: DecisionRecords, device="cpu") -> tuple[torch.Tenso
     return realized, info
 
 
-def _pearson(x: torch.Tensor, y: torch.Tensor):
+def pearson(x: torch.Tensor, y: torch.Tensor):
+    """Pearson r of two samples; None below 3 points or with no spread."""
     if len(x) < 3:
         return None
     xc, yc = x - x.mean(), y - y.mean()
@@ -359,7 +360,7 @@ def outcome_report(records: DecisionRecords, device="cpu") -> dict:
     def stats(m):
         resid = y[m] - x[m]
         n = int(m.sum())
-        return {"n": n, "pearson_r": _pearson(x[m], y[m]),
+        return {"n": n, "pearson_r": pearson(x[m], y[m]),
                 "mean_residual": float(resid.mean()) if n else None,
                 "rmse": float(resid.pow(2).mean().sqrt()) if n else None}
 

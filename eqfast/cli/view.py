@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from ..data.metadata import LOW_ESS
 from ..data.schema import SPLIT_NAMES, DecisionRecords
 from ..data.shards import ShardError, load_records, read_shard, split_shards  # noqa: F401
 from ..engine.policy import MODE_NAMES
@@ -37,9 +38,6 @@ from .common import HelpFormatter, quiet_on_closed_stdout
 SEAT_NAMES = ("ME", "L", "P", "R")      # relative seat 0..3
 BAR_WIDTH = 36
 DEBUG_WORLDS = 40                        # per-world rows shown by --print --debug
-#: below this effective sample size a sampled decision's E[Q] rests on a few worlds; an
-#: enumerated one has exact weights whatever its ESS (a late position has few worlds)
-LOW_ESS = 10
 
 
 # ---------------------------------------------------------------------------- loading

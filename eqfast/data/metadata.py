@@ -13,6 +13,10 @@ from ..engine.policy import MODE_NAMES
 from .schema import (FIELDS, OPTIONAL_FIELDS, SCHEMA_SEMANTICS, SCHEMA_VERSION, SPLIT_FRACTIONS,
                      DecisionRecords)
 
+#: below this effective sample size a sampled decision's E[Q] rests on a few worlds; an
+#: enumerated one has exact weights whatever its ESS (a late position has few worlds)
+LOW_ESS = 10
+
 
 def _quantiles(x: torch.Tensor, qs=(0.05, 0.5, 0.95)) -> dict:
     if x.numel() == 0:
@@ -44,7 +48,7 @@ def summary_stats(records: DecisionRecords) -> dict:
         # ESS of sampled decisions alone: an enumerated late position has exact weights and
         # as few worlds as exist, so its small ESS is not a degenerate posterior
         "ess_sampled": _quantiles(records["ess"][~records["enumerated"]]),
-        "low_ess_sampled_fraction": (float((records["ess"][~records["enumerated"]] < 10)
+        "low_ess_sampled_fraction": (float((records["ess"][~records["enumerated"]] < LOW_ESS)
                                            .float().mean())
                                      if bool((~records["enumerated"]).any()) else None),
         "forced_fraction": float((n_legal == 1).float().mean()) if R else None,

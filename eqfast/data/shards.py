@@ -33,6 +33,7 @@ from typing import Callable, Iterator
 
 import torch
 
+from ..engine.transcript import F_DECL
 from ..utils.atomic import atomic_path, atomic_write_bytes, atomic_write_text
 from .schema import FIELDS, OPTIONAL_FIELDS, SCHEMA_VERSION, SPLIT_NAMES, DecisionRecords
 
@@ -140,7 +141,7 @@ def pt_payload(records: DecisionRecords, metadata: dict) -> dict:
         rows = torch.nonzero(records["game_idx"] == g)[:, 0]
         first = int(rows[torch.argmin(records["decision_idx"][rows])])
         game = {"game_idx": g, "seed": int(records["seed"][first]),
-                "decl": int(records["transcript_tokens"][first, 0, 6]),
+                "decl": int(records["transcript_tokens"][first, 0, F_DECL]),
                 "decisions": len(rows)}
         if int(records["decision_idx"][first]) == 0:
             game["declarer"] = int(records["actor"][first])
