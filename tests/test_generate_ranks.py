@@ -48,8 +48,8 @@ def test_two_ranks_together_equal_one_process(tmp_path):
 def test_ranks_share_the_directory_but_exclude_a_plain_writer_and_a_second_copy(tmp_path):
     owns_even = lambda lo: lo % 2 == 0  # noqa: E731
     with lock_output(tmp_path, rank=0, owns=owns_even):
-        with lock_output(tmp_path, rank=1, owns=lambda lo: lo % 2 == 1):
-            pass                                            # two ranks at once: fine
+        with lock_output(tmp_path, rank=1, owns=lambda lo: lo % 2 == 1):   # a second rank
+            assert (tmp_path / f"{LOCK_NAME}.rank1").exists()               # is let in
         with pytest.raises(OutputError, match="already has a writer for rank 0"):
             with lock_output(tmp_path, rank=0, owns=owns_even):
                 pass

@@ -31,6 +31,15 @@ def hand_masks(completions: np.ndarray) -> np.ndarray:
     return np.bitwise_or.reduce(bits, axis=2)
 
 
+def opening_rows(completions: np.ndarray, contracts):
+    """The solver's rows (hands, decl, leader, trick) of every (contract, completion)
+    opening, contract-major, the bidder to lead: one batch call shares the threads."""
+    n, C = len(completions), len(contracts)
+    masks = np.repeat(hand_masks(completions)[None], C, axis=0).reshape(C * n, N_SEATS)
+    decl = np.repeat(np.asarray(contracts, dtype=np.int64), n)
+    return masks, decl, np.full(C * n, BIDDER), np.full((C * n, 3), -1)
+
+
 def exact_lead_points(completions: np.ndarray, contracts, threads: int | None = None) -> np.ndarray:
     """[n, C, 7] int16: the bidder team's points (0..42) after each opening lead, the
     bidder's tiles in hand order (sorted ids), perfect-information play afterwards. One
@@ -40,10 +49,7 @@ def exact_lead_points(completions: np.ndarray, contracts, threads: int | None = 
     n, C = len(completions), len(contracts)
     if n == 0:
         return np.zeros((0, C, 7), np.int16)
-    masks = np.repeat(hand_masks(completions)[None], C, axis=0).reshape(C * n, N_SEATS)
-    decl = np.repeat(np.asarray(contracts, dtype=np.int64), n)
-    q = q_batch(masks, decl, np.full(C * n, BIDDER), np.full((C * n, 3), -1),
-                threads=threads or default_threads())
+    q = q_batch(*opening_rows(completions, contracts), threads=threads or default_threads())
     # every tile may open a hand, so each of the bidder's 7 tiles has a Q
     lead_tiles = np.tile(completions[:, BIDDER].astype(np.int64), (C, 1))       # [C*n, 7]
     q_lead = np.take_along_axis(q, lead_tiles, axis=1).astype(np.int16)
@@ -59,10 +65,7 @@ def exact_values(completions: np.ndarray, contracts, threads: int | None = None)
     n, C = len(completions), len(contracts)
     if n == 0:
         return np.zeros((0, C), np.int16)
-    masks = np.repeat(hand_masks(completions)[None], C, axis=0).reshape(C * n, N_SEATS)
-    decl = np.repeat(np.asarray(contracts, dtype=np.int64), n)
-    v = v_batch(masks, decl, np.full(C * n, BIDDER), np.full((C * n, 3), -1),
-                threads=threads or default_threads())
+    v = v_batch(*opening_rows(completions, contracts), threads=threads or default_threads())
     return ((v.astype(np.int16) + TOTAL_POINTS) // 2).reshape(C, n).T
 
 

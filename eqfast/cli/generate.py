@@ -239,25 +239,30 @@ def launcher_rank(args, env=None) -> tuple[int, int]:
     return 0, 1
 
 
+def batch_rank(seed: int, seed_start: int, per_batch: int, world: int) -> int:
+    """The rank owning the batch that holds `seed`: batch k (seeds seed_start +
+    [k, k+1) * per_batch) belongs to rank k mod world."""
+    return ((seed - seed_start) // per_batch) % world
+
+
 def owned_ranges(ranges, seed_start: int, per_batch: int, rank: int, world: int):
-    """The parts of seed ranges [lo, hi] that fall in this rank's batches (batch k =
-    seeds seed_start + [k, k+1) * per_batch belongs to rank k mod world). One process
-    (world 1) keeps the ranges as they are."""
+    """The parts of seed ranges [lo, hi] that fall in this rank's batches (`batch_rank`),
+    cut at batch boundaries. One process (world 1) keeps the ranges as they are."""
     if world == 1:
         yield from ranges
         return
     for lo, hi in ranges:
         while lo <= hi:
-            k = (lo - seed_start) // per_batch
-            end = min(hi, seed_start + (k + 1) * per_batch - 1)
-            if k % world == rank:
+            end = min(hi, seed_start + ((lo - seed_start) // per_batch + 1) * per_batch - 1)
+            if batch_rank(lo, seed_start, per_batch, world) == rank:
                 yield lo, end
             lo = end + 1
 
 
 def batch_owner(args):
     """Whether this rank owns the batch that holds seed `lo` (see owned_ranges)."""
-    return lambda lo: ((lo - args.seed_start) // args.games_per_batch) % args.world_size == args.rank
+    return lambda lo: batch_rank(lo, args.seed_start, args.games_per_batch,
+                                 args.world_size) == args.rank
 
 
 #: the CPU default's world budgets by trick (README, "Choosing the labels")
