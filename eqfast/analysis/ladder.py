@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..oracle.dataset import COLUMNS, _DTYPES, as_batch, label_deal
+from ..oracle.dataset import COLUMNS, _DTYPES, as_batch, as_tensors, label_deal
 from ..oracle.network import DEFAULT_CONFIGS
 from ..oracle.train import TrainConfig, evaluate_rows, prepare_rows, train
 from ..oracle.weights import load_network
@@ -135,8 +135,7 @@ def spot_check(weights, cfg: LadderConfig, log=print) -> dict:
     log(f"step 3: spot check of {weights} on {cfg.spot_deals} fresh deals from {SPOT_DEALS}")
     cols = label_rows(range(SPOT_DEALS, SPOT_DEALS + cfg.spot_deals), 1)
     oracle, identity = oracle_from_spec(str(weights), "cpu")
-    data = {c: torch.from_numpy(v.astype(np.float32 if c == "q" else
-                                         bool if c == "legal" else np.int64)) for c, v in cols.items()}
+    data = as_tensors(cols)
     with torch.no_grad():
         q_net, legal = oracle.query(as_batch(data))
     q_true = data["q"]
@@ -202,8 +201,7 @@ def inference_ms(weights, repeats: int = 300) -> float:
 
     oracle, _ = oracle_from_spec(str(weights), "cpu")
     cols = label_rows([SPOT_DEALS], 1)
-    data = {c: torch.from_numpy(v.astype(np.int64)) for c, v in cols.items() if c not in ("q", "legal")}
-    b = as_batch(data, slice(0, 1))
+    b = as_batch(as_tensors(cols), slice(0, 1))
     inputs = (b.hands, b.remaining, b.decl, b.trick, b.actor)
     times = []
     with torch.no_grad():

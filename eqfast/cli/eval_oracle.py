@@ -22,12 +22,10 @@ from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
 
 def fresh_rows(seed_start: int, deals: int) -> dict[str, torch.Tensor]:
     """Label deals seed_start .. seed_start+deals-1 with the solver, as in training."""
-    from ..oracle.dataset import COLUMNS, label_game
+    from ..oracle.dataset import COLUMNS, as_tensors, label_game
 
     games = [label_game(g) for g in range(seed_start, seed_start + deals)]
-    cols = {c: np.concatenate([g[c] for g in games]) for c in COLUMNS}
-    return {c: torch.from_numpy(v) if v.dtype in (np.bool_, np.float32)
-            else torch.from_numpy(v.astype(np.int64)) for c, v in cols.items()}
+    return as_tensors({c: np.concatenate([g[c] for g in games]) for c in COLUMNS})
 
 
 def build_parser() -> argparse.ArgumentParser:

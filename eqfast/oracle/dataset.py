@@ -203,13 +203,14 @@ def load_shards(directory, split: str | None = None, max_shards: int | None = No
     if split is not None:
         keep = cols["split"] == SPLITS.index(split)
         cols = {c: v[keep] for c, v in cols.items()}
-    out = {}
-    for c, v in cols.items():
-        if v.dtype == np.bool_ or v.dtype == np.float32:
-            out[c] = torch.from_numpy(np.ascontiguousarray(v))
-        else:
-            out[c] = torch.from_numpy(v.astype(np.int64))
-    return out
+    return as_tensors(cols)
+
+
+def as_tensors(cols: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    """Shard columns as tensors: q float32 and legal bool as they are, the integer columns
+    as int64 (what OracleBatch and the networks take)."""
+    return {c: torch.from_numpy(np.ascontiguousarray(v)) if v.dtype in (np.bool_, np.float32)
+            else torch.from_numpy(v.astype(np.int64)) for c, v in cols.items()}
 
 
 def as_batch(data: dict[str, torch.Tensor], index=slice(None)) -> OracleBatch:
