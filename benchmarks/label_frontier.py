@@ -35,6 +35,14 @@ CONFIGS = {
     "exact-n50": ["--oracle", "exact", "--n-samples", "50"],
     "exact-by-trick": ["--oracle", "exact", "--n-by-trick", "25,50,100,100,100,100,100"],
     "exact-sem": ["--oracle", "exact", "--n-samples", "25", "--sem", "1.0", "--max-samples", "100"],
+    # the exact oracle's E[Q] corrected by a network on 400 worlds (control variate)
+    "exact-by-trick+cv": ["--oracle", "exact", "--n-by-trick", "25,50,100,100,100,100,100",
+                          "--control-variate", "default", "--cv-samples", "400"],
+    "exact-lean+cv": ["--oracle", "exact", "--n-by-trick", "10,25,50,50,50,50,50",
+                      "--control-variate", "default", "--cv-samples", "400"],
+    "exact-by-trick+cv-accurate": ["--oracle", "exact", "--n-by-trick",
+                                   "25,50,100,100,100,100,100", "--control-variate", "accurate",
+                                   "--cv-samples", "400"],
 }
 COMMON = ["--games", "24", "--seed-start", "880000000", "--games-per-batch", "24",
           "--n-samples", "100", "--pipeline", "reference", "--quiet"]
@@ -59,9 +67,11 @@ def measure(name: str, out: Path, max_enumerate: int) -> dict:
     two = generate(flags, d / "timing2", 2, store=False)
     shutil.rmtree(d / "timing2")
     # worlds are stored where the run has one N per decision (validate then also reports
-    # the per-world error); budgets by trick and --sem vary N, so their records cannot
+    # the per-world error); budgets by trick and --sem vary N, so their records cannot, and
+    # a control variate's records hold corrected means, not per-world values
     one = generate(flags, d / "records", 1,
-                   store=not any(f in flags for f in ("--n-by-trick", "--sem")))
+                   store=not any(f in flags for f in ("--n-by-trick", "--sem",
+                                                      "--control-variate")))
     t0 = time.perf_counter()
     cmd = ["eqfast-validate", str(d / "records"), "--exact", "0", "--max-enumerate",
            str(max_enumerate), "--json"]
@@ -82,16 +92,19 @@ def fmt(x, digits=2):
 
 def table(rows: list[dict]) -> str:
     out = ["| configuration | oracle RMSE | oracle mean abs | sampling floor rms | total RMSE "
-           "| argmax = exact | regret | oracle RMSE tricks 1..7 | games/s 1 / 2 threads |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+           "| argmax = exact | regret | oracle RMSE tricks 1..7 | total RMSE tricks 1..7 "
+           "| games/s 1 / 2 threads |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"]
     for r in rows:
         e = r["exact"]
-        per = " / ".join(fmt(e["by_trick"][str(t)]["oracle_rmse"], 1)
-                         if str(t) in e["by_trick"] else "-" for t in range(1, 8))
+        def per_trick(key):
+            return " / ".join(fmt(e["by_trick"][str(t)][key], 1) if str(t) in e["by_trick"]
+                              else "-" for t in range(1, 8))
         out.append(f"| {r['config']} | {fmt(e['oracle_rmse'])} | {fmt(e['oracle_mae'])} | "
                    f"{fmt(e['sampling_floor_rms'])} | {fmt(e['total_rmse'])} | "
                    f"{fmt(100 * e['argmax_agreement'], 0)}% | {fmt(e['mean_regret'], 3)} | "
-                   f"{per} | {fmt(r['games_per_s_1'])} / {fmt(r['games_per_s_2'])} |")
+                   f"{per_trick('oracle_rmse')} | {per_trick('total_rmse')} | "
+                   f"{fmt(r['games_per_s_1'])} / {fmt(r['games_per_s_2'])} |")
     return "\n".join(out)
 
 

@@ -273,3 +273,23 @@ def test_exact_on_world_budgets_by_trick_uses_each_records_worlds(tmp_path, caps
     rep = json.loads(text)["exact"]
     assert rep["worlds_mismatch"] == 0
     assert rep["oracle_rmse"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_exact_on_control_variate_records_undoes_the_correction(tmp_path, capsys):
+    """Records corrected by a control variate: the same-world re-run of their exact oracle
+    equals e_q_mean - cv_shift, and the report says how much the correction moved them."""
+    out = tmp_path / "ds"
+    assert generate.main(["--out", str(out), "--games", "1", "--seed-start", str(SEEDS[0]),
+                          "--n-samples", "4", "--oracle", "exact", "--control-variate",
+                          "default", "--cv-samples", "16", "--quiet"]) == 0
+    capsys.readouterr()
+    rc, text, _ = _run(capsys, out, "--exact", 0, "--decisions", "0:11",
+                       "--max-enumerate", 30, "--json")
+    assert rc == 0
+    rep = json.loads(text)["exact"]
+    assert rep["reproduced_max_abs_diff"] == pytest.approx(0.0, abs=1e-4)
+    cv = rep["control_variate"]
+    assert cv["applied_fraction"] > 0.5 and cv["shift_rms"] > 0.1
+    assert rep["oracle_rmse"] == pytest.approx(cv["shift_rms"], rel=0.2, abs=1e-3)
+    rc, text, _ = _run(capsys, out, "--exact", 4, "--decisions", "0:3", "--max-enumerate", 20)
+    assert rc == 0 and "control variate:" in text and "(E_rec - cv_shift)" in text

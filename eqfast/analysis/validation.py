@@ -468,8 +468,17 @@ def exact_report(records: DecisionRecords, same: DecisionRecords, ref: DecisionR
         # the file's worlds against the re-drawn ones: the same-world split is exact only if equal
         out["stored_worlds_mismatch"] = int(
             (records["world_owner"] != same["world_owner"]).flatten(1).any(1).sum())
+    main = rec
+    if "cv_shift" in records:
+        # a control variate moved each E[Q] by cv_shift: without it, the records' oracle's
+        # own mean on the records' worlds is left, which is what a re-run reproduces
+        shift = records["cv_shift"].double()
+        main = rec - shift
+        out["control_variate"] = {
+            "shift_rms": float(shift[legal].pow(2).mean().sqrt()) if bool(legal.any()) else None,
+            "applied_fraction": float((records["cv_worlds"] > 0).double().mean())}
     if rec_again is not None:
-        diff = (rec_again["e_q_mean"].double() - rec)[legal].abs()
+        diff = (rec_again["e_q_mean"].double() - main)[legal].abs()
         out["reproduced_max_abs_diff"] = float(diff.max()) if diff.numel() else None
     indices = list(range(R)) if indices is None else [int(i) for i in indices]
     out["records"] = [{

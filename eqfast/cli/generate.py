@@ -38,7 +38,8 @@ from ..utils.progress import Progress
 from .common import HelpFormatter, device_problem
 
 #: flags that only act together with another one: {switch: flags it enables}
-DEPENDENT_FLAGS = {"posterior": ("tau", "beta", "window", "delta"), "sem": ("max_samples",)}
+DEPENDENT_FLAGS = {"posterior": ("tau", "beta", "window", "delta"), "sem": ("max_samples",),
+                   "control_variate": ("cv_samples",)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,6 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="adaptive: keep doubling N until every legal move's standard error is "
                         "below this many points (or --max-samples)")
     s.add_argument("--max-samples", type=int, default=800, help="adaptive: most worlds per decision")
+    s.add_argument("--control-variate", default=None, metavar="ORACLE",
+                   help="correct the oracle's E[Q] and Var[Q] with a cheaper, correlated one "
+                        "('default', 'accurate' or a weights path) evaluated on --cv-samples "
+                        "worlds: E[Q] = its mean on those + (the oracle's mean - its mean) on the "
+                        "N worlds. Unbiased for the oracle's E[Q]; for the exact oracle and the "
+                        "default network the sampling variance drops ~4x at the same solves "
+                        "(docs/DATASET.md, 'Control variate'). Reference pipeline; uniform "
+                        "weights (no --posterior, --sem, --store-worlds or --q-pdf)")
+    s.add_argument("--cv-samples", type=int, default=400,
+                   help="worlds per decision of the --control-variate oracle (at least N)")
 
     q = p.add_argument_group("posterior weighting (eqfast/engine/posterior.py)")
     q.add_argument("--posterior", action="store_true", help="weight worlds by transcript likelihood")
@@ -185,8 +196,9 @@ def pending_ranges(seed_start: int, n_games: int | None, per_batch: int, done):
         seed = hi + 1
 
 
-def run_settings(cfg: EngineConfig, identity: dict) -> dict:
-    """What must not change between runs writing into one output directory."""
+def run_settings(cfg: EngineConfig, identity: dict, cv_identity: dict | None = None) -> dict:
+    """What must not change between runs writing into one output directory (cv_identity:
+    the control variate's oracle, if any)."""
     from dataclasses import asdict
     return jsonable({
         "run_seed": cfg.seed, "n_samples": cfg.n_samples, "sem": cfg.sem,
@@ -199,6 +211,8 @@ def run_settings(cfg: EngineConfig, identity: dict) -> dict:
         **({"oracle_precision": cfg.oracle_precision} if cfg.oracle_precision != "fp32" else {}),
         **({"n_by_trick": list(cfg.n_by_trick)} if cfg.n_by_trick is not None else {}),
         **({"q_pdf": True} if cfg.q_pdf else {}),
+        **({"control_variate": {"oracle": cv_identity.get("sha256") or cv_identity.get("name"),
+                                "cv_samples": cfg.cv_samples}} if cv_identity else {}),
     })
 
 
@@ -296,7 +310,7 @@ def check_args(args) -> str | None:
     """The first problem with the arguments, or None; fills in the device's default
     --oracle once the device is known to be valid, and the rank and world size from the
     launcher's environment."""
-    for name in ("games", "games_per_batch", "n_samples"):
+    for name in ("games", "games_per_batch", "n_samples", "cv_samples"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             return f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}"
     for name in ("seed_start", "target_games", "threads"):
@@ -316,6 +330,13 @@ def check_args(args) -> str | None:
             parse_n_by_trick(args.n_by_trick)
         except ValueError as e:
             return f"--n-by-trick {args.n_by_trick!r}: {e}"
+    if args.control_variate is not None:
+        if args.control_variate == "exact":
+            return ("--control-variate exact: the control variate must be a network oracle, "
+                    "cheaper than --oracle (e.g. default)")
+        if args.control_variate == args.oracle:
+            return (f"--control-variate {args.control_variate} is --oracle itself: the "
+                    "correction would be 0")
     try:
         parse_decl_mode(args.decl)
     except ValueError:
@@ -338,6 +359,7 @@ def engine_config(args) -> EngineConfig:
     return EngineConfig(
         n_samples=args.n_samples, seed=args.seed, sem=args.sem, max_samples=args.max_samples,
         store_worlds=args.store_worlds, decl_mode=args.decl, q_pdf=args.q_pdf,
+        cv_samples=args.cv_samples if args.control_variate is not None else None,
         oracle_precision=args.oracle_precision,
         n_by_trick=parse_n_by_trick(args.n_by_trick) if args.n_by_trick is not None else None,
         posterior=(PosteriorConfig(tau=args.tau, beta=args.beta, window_k=args.window,
@@ -372,7 +394,7 @@ def unused_flags(args, parser: argparse.ArgumentParser) -> list[str]:
                  if getattr(args, n) != parser.get_default(n)]
         if given:
             notes.append(f"{', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect "
-                         f"without --{switch}")
+                         f"without --{switch.replace('_', '-')}")
     return notes
 
 
@@ -396,28 +418,38 @@ def main(argv=None) -> int:
     except ValueError as e:                 # OracleWeightsError names the file
         print(f"eqfast-generate: --oracle: {e}", file=sys.stderr)
         return 2
+    cv_oracle = cv_identity = None
+    if args.control_variate is not None:
+        try:
+            cv_oracle, cv_identity = oracle_from_spec(args.control_variate, args.device,
+                                                      eager=args.eager)
+        except ValueError as e:
+            print(f"eqfast-generate: --control-variate: {e}", file=sys.stderr)
+            return 2
     try:
         rank = args.rank if args.world_size > 1 else None
         with lock_output(args.out, rank=rank, owns=batch_owner(args)) as removed:
             if removed:
                 print(f"eqfast-generate: removed {len(removed)} temporary file(s) of an "
                       f"interrupted write under {args.out}", file=sys.stderr)
-            return run(args, cfg, oracle, identity)
+            return run(args, cfg, oracle, identity, cv_oracle, cv_identity)
     except OutputError as e:
         print(f"eqfast-generate: {e}", file=sys.stderr)
         return 2
 
 
-def run(args, cfg: EngineConfig, oracle, identity: dict) -> int:
+def run(args, cfg: EngineConfig, oracle, identity: dict, cv_oracle=None,
+        cv_identity: dict | None = None) -> int:
     """Generate into args.out, whose lock the caller holds; the exit status."""
-    settings = run_settings(cfg, identity)
+    settings = run_settings(cfg, identity, cv_identity)
     problem = resume_conflict(args.out, settings)
     if problem is not None:
         print(f"eqfast-generate: {problem}", file=sys.stderr)
         return 2
     pipeline = resolve_pipeline(args.pipeline, args.device)
     engine = build_engine(oracle, cfg, pipeline=pipeline, backend=args.backend,
-                          device=args.device, graphs=False if args.no_graphs else None)
+                          device=args.device, graphs=False if args.no_graphs else None,
+                          cv_oracle=cv_oracle)
 
     n_games = None if args.target_games == 0 else (args.target_games or args.games)
     mine = batch_owner(args)
@@ -454,6 +486,8 @@ def run(args, cfg: EngineConfig, oracle, identity: dict) -> int:
                    "oracle_precision": cfg.oracle_precision,
                    "adaptive": {"sem": cfg.sem, "max_samples": cfg.max_samples},
                    "n_by_trick": list(cfg.n_by_trick) if cfg.n_by_trick is not None else None,
+                   "control_variate": ({**cv_identity, "cv_samples": cfg.cv_samples}
+                                       if cv_identity else None),
                    "rank": [args.rank, args.world_size]})
         write_split_shards(records, meta, args.out, seeds[0], seeds[-1], formats)
         written_games += len(seeds)

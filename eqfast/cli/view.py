@@ -141,6 +141,13 @@ def render_record(records: DecisionRecords, i: int, debug: bool = False,
         f"u_mean {float(r['u_mean']):.2f}", f"u_max {float(r['u_max']):.2f}",
         f"n_worlds {int(r['n_worlds'])}", f"enumerated {'yes' if bool(r['enumerated']) else 'no'}",
         f"mode {mode_name}", f"q_gap {float(r['q_gap']):.2f}"])]
+    if "cv_worlds" in records.tensors:
+        cv_n = int(r["cv_worlds"])
+        shift = [float(r["cv_shift"][k]) for k in range(len(hand)) if legal[k]]
+        lines.append(f"control variate: {cv_n} worlds of its oracle; E[Q] moved by "
+                     f"{min(shift):+.2f} .. {max(shift):+.2f} from the oracle's mean on the "
+                     f"{n_worlds} worlds" if cv_n else
+                     "control variate: not applied (the worlds were every consistent one)")
     if records.has_outcomes:
         final = records["final_points"][i].tolist()
         lines.append(f"outcome: realized value to go {float(r['realized_to_go']):+.0f} "

@@ -83,7 +83,17 @@ PDF_FIELDS: dict[str, Field] = {
                    "whose Q rounds to each whole point -42..42 (bin b = b - 42 points), "
                    "weighted like e_q_mean; a legal slot sums to 1, 0 elsewhere"),
 }
-OPTIONAL_FIELDS: dict[str, Field] = {**DEBUG_FIELDS, **OUTCOME_FIELDS, **PDF_FIELDS}
+#: written with eqfast-generate --control-variate (docs/DATASET.md "Control variate")
+CV_FIELDS: dict[str, Field] = {
+    "cv_shift": Field(torch.float32, (7,), "the control variate's correction of e_q_mean: its "
+                      "oracle's mean on cv_worlds worlds minus its mean on the n_worlds worlds "
+                      "(e_q_mean - cv_shift = the main oracle's mean on those); 0 where not "
+                      "applied and beyond the hand"),
+    "cv_worlds": Field(torch.int64, (), "worlds of the control variate's oracle (0 where not "
+                       "applied: the n_worlds worlds were every consistent one)"),
+}
+OPTIONAL_FIELDS: dict[str, Field] = {**DEBUG_FIELDS, **OUTCOME_FIELDS, **PDF_FIELDS,
+                                     **CV_FIELDS}
 
 
 def split_of_seed(seeds) -> torch.Tensor:
@@ -310,6 +320,16 @@ def check_invariants(records: DecisionRecords, atol: float = 1e-4) -> list[str]:
         centre = (pdf * torch.arange(-42, 43, dtype=torch.float64)).sum(-1)
         fail(legal & ((centre - mean.double()).abs() > 0.5 + 1e-3),
              "q_pdf's mean is more than half a point from e_q_mean")
+
+    # the control variate (when applied): a finite correction on the legal slots only, from
+    # at least as many worlds as the main oracle's, none where those were enumerated
+    if "cv_shift" in r:
+        shift, cv_n = r["cv_shift"], r["cv_worlds"]
+        fail(~torch.isfinite(shift).all(1), "cv_shift NaN/Inf")
+        fail((~legal & (shift != 0)).any(1), "cv_shift not 0 at an illegal or padding slot")
+        fail((cv_n != 0) & (cv_n < r["n_worlds"]), "cv_worlds below n_worlds")
+        fail(r["enumerated"] & (cv_n != 0), "cv_worlds not 0 where the worlds were enumerated")
+        fail((cv_n == 0) & (shift != 0).any(1), "cv_shift not 0 where cv_worlds is 0")
 
     # the game's outcome (when stored): a hand's 42 points, a value to go the hand allows
     if "final_points" in r:

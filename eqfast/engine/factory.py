@@ -4,7 +4,7 @@ loaded, so the choice between the two pipelines and its rules live here.
 
     pipeline   engine
     reference  `Engine` (pipeline.py): the readable loop; de-duplicates oracle rows; adaptive
-               sampling (sem) and per-trick world budgets; any oracle
+               sampling (sem), per-trick world budgets and a control variate; any oracle
     fast       `FastEngine` (fast.py): static-shape steps, CUDA graphs on CUDA, a writer
                thread; a fixed N; on CUDA a network oracle only (the C solver cannot run
                inside a CUDA graph)
@@ -36,6 +36,9 @@ def pipeline_problem(pipeline: str, device, cfg: EngineConfig, solver_in_step: b
     if resolve_pipeline(pipeline, device) != "fast":
         return None
     cuda = torch.device(device).type == "cuda"
+    if cfg.cv_samples is not None:
+        return ("a control variate (--control-variate) runs on the reference pipeline only; "
+                "use --pipeline reference")
     if cfg.sem is not None or cfg.n_by_trick is not None or (solver_in_step and cuda):
         return ("the fast pipeline needs a fixed --n-samples (no --sem, no --n-by-trick) and, "
                 "on CUDA, a pure network oracle (no exact/--exact-tricks: the C solver cannot "
@@ -50,15 +53,16 @@ def uses_solver(oracle) -> bool:
 
 
 def build_engine(oracle, cfg: EngineConfig, *, pipeline: str = "auto", backend: str = "auto",
-                 device="cpu", graphs: bool | None = None):
-    """The engine for (pipeline, device): `FastEngine` (graphs: None = on CUDA) or `Engine`.
-    ValueError (the text of `pipeline_problem`) for a combination that cannot run."""
+                 device="cpu", graphs: bool | None = None, cv_oracle=None):
+    """The engine for (pipeline, device): `FastEngine` (graphs: None = on CUDA) or `Engine`
+    (with the control variate's oracle, if any). ValueError (the text of
+    `pipeline_problem`) for a combination that cannot run."""
     problem = pipeline_problem(pipeline, device, cfg, uses_solver(oracle))
     if problem is not None:
         raise ValueError(problem)
     if resolve_pipeline(pipeline, device) == "fast":
         return FastEngine(oracle, cfg, backend=backend, device=device, graphs=graphs)
-    return Engine(oracle, cfg, backend=backend, device=device)
+    return Engine(oracle, cfg, backend=backend, device=device, cv_oracle=cv_oracle)
 
 
 def pipeline_name(engine) -> str:

@@ -83,16 +83,19 @@ def _moments(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor, dtype) ->
     var = _sum_worlds(p[:, :, None] * (centered * centered))
     ess = 1.0 / _sum_worlds(p * p)
     max_w = 1.0 / total[:, 0]                                  # the largest w is exactly 1
+    u_mean, u_max = _spread(var, legal, dead=torch.isnan(total[:, 0]))
+    return Moments(mean, var, ess, max_w, u_mean, u_max)
+
+
+def _spread(var: torch.Tensor, legal: torch.Tensor, dead: torch.Tensor):
+    """(u_mean, u_max) [G]: mean and max of sqrt(var) over the legal slots; NaN for the
+    `dead` rows (all weights -inf: sd is NaN, but where() may hide it for illegal slots)."""
     sd = torch.sqrt(var.clamp(min=0))
     n_legal = legal.sum(dim=1)
     u_mean = _sum_worlds(torch.where(legal, sd, torch.zeros_like(sd))) / n_legal.clamp(min=1)
     u_max = torch.where(legal, sd, torch.zeros_like(sd)).amax(dim=1)
-    # an all -inf row: sd is NaN, but where() above may have hidden it for illegal slots
-    dead = torch.isnan(total[:, 0])
     nan = torch.full_like(u_mean, float("nan"))
-    u_mean = torch.where(dead, nan, u_mean)
-    u_max = torch.where(dead, nan, u_max)
-    return Moments(mean, var, ess, max_w, u_mean, u_max)
+    return torch.where(dead, nan, u_mean), torch.where(dead, nan, u_max)
 
 
 def weighted_moments(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor) -> Moments:
@@ -103,6 +106,39 @@ def weighted_moments(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor) -
 def weighted_moments_float64(q: torch.Tensor, legal: torch.Tensor, logw: torch.Tensor) -> Moments:
     """The same computation in float64: the exact reference that tests compare against."""
     return _moments(q, legal, logw, torch.float64)
+
+
+def control_variate_moments(main: Moments, cv_same: Moments, cv_wide: Moments,
+                            legal: torch.Tensor, corrected: torch.Tensor) -> Moments:
+    """Moments of the main oracle's Q corrected by a cheaper, correlated oracle (a control
+    variate; docs/DATASET.md "Control variate").
+
+    main: the main oracle's moments on the decision's worlds (set A); cv_same: the control
+    oracle's moments on the same worlds A; cv_wide: the control oracle's moments on a larger
+    set B (drawn the same way). corrected [G] bool: the rows to correct (the others, e.g.
+    where A holds every consistent world, keep `main`, as do illegal slots in every row).
+    With m = mean and v = variance under each set's weights:
+
+        mean = m_B(cv) + (m_A(main) - m_A(cv))
+        var  = v_B(cv) + (v_A(main) - v_A(cv))          (clamped at 0)
+
+    The mean is unbiased for the main oracle's E[Q] whatever the control oracle's bias, and
+    its variance is Var(main - cv)/|A| + Var(cv)/|B| instead of Var(main)/|A|: small when
+    the two oracles differ by much less than Q varies over the worlds. The variance line is
+    the same correction of variances (v(main) = v(cv) + v(main - cv) + 2 cov(cv, main - cv),
+    the last two terms from A), so a constant offset of the control oracle cancels in both
+    lines. The differences are formed first, so a control oracle equal to the main one on A
+    gives cv_wide's moments exactly. The mean is clamped to the bound of Q, +-42 points.
+    ESS and max_w stay those of A's weights (the main oracle's worlds); u_mean/u_max follow
+    the new variance. Elementwise in the rows: batch independence is kept."""
+    f = torch.float64
+    mean = (cv_wide.mean.to(f) + (main.mean.to(f) - cv_same.mean.to(f))).clamp(-42.0, 42.0)
+    var = (cv_wide.var.to(f) + (main.var.to(f) - cv_same.var.to(f))).clamp(min=0.0)
+    keep = ~corrected.bool()[:, None] | ~legal.bool()
+    mean = torch.where(keep, main.mean.to(f), mean).to(main.mean.dtype)
+    var = torch.where(keep, main.var.to(f), var).to(main.var.dtype)
+    u_mean, u_max = _spread(var, legal.bool(), dead=torch.isnan(main.max_w))
+    return Moments(mean, var, main.ess, main.max_w, u_mean, u_max)
 
 
 #: bins of `q_histogram`: whole points -42..42

@@ -47,7 +47,7 @@ from ..rules.batched import BatchedGames
 from ..rules.deal import mix_seeds
 from ..utils.profiling import stage
 from .games import setup_games
-from .moments import Moments, q_histogram
+from .moments import Moments, control_variate_moments, q_histogram
 from .policy import ExplorationConfig, select_actions
 from .posterior import PosteriorConfig
 from .records import outcome_tensors, records_from_step
@@ -109,6 +109,10 @@ class EngineConfig:
     n_by_trick: tuple[int, ...] | None = None
     # keep each move's distribution of Q over the worlds (field q_pdf, 85 whole-point bins)
     q_pdf: bool = False
+    # control variate (Engine's cv_oracle; moments.control_variate_moments): the worlds
+    # of the cheaper, correlated oracle per decision, at least the main oracle's N; the
+    # reference Engine only, with uniform weights and one N per decision per game
+    cv_samples: int | None = None
 
     def n_for(self, decision: int) -> int:
         """Worlds for decision `decision` (0..27) before any adaptive doubling."""
@@ -133,6 +137,19 @@ class EngineConfig:
             if self.sem is not None and self.max_samples < max(self.n_by_trick):
                 raise ValueError(f"max_samples {self.max_samples} is below the largest "
                                  f"n_by_trick {max(self.n_by_trick)}")
+        if self.cv_samples is not None:
+            most = max(self.n_by_trick) if self.n_by_trick is not None else self.n_samples
+            if self.cv_samples < most:
+                raise ValueError(f"cv_samples ({self.cv_samples}) must be at least the main "
+                                 f"oracle's worlds per decision ({most})")
+            clash = [name for name, on in (("posterior", self.posterior is not None),
+                                           ("sem", self.sem is not None),
+                                           ("store_worlds", self.store_worlds),
+                                           ("q_pdf", self.q_pdf)) if on]
+            if clash:
+                raise ValueError(f"a control variate cannot be combined with {', '.join(clash)}: "
+                                 "it corrects the mean and variance of uniformly weighted "
+                                 "worlds, not per-world values, weights or distributions")
         if self.store_worlds and self.sem is not None:
             raise ValueError("store_worlds and adaptive sampling (sem) cannot be combined: "
                              "the number of worlds differs between decisions")
@@ -222,13 +239,20 @@ class Engine:
     """Plays games with an oracle and records every decision (reference or Triton stages)."""
 
     def __init__(self, oracle: Oracle, cfg: EngineConfig = EngineConfig(),
-                 backend: str | Backend = "reference", device="cpu"):
+                 backend: str | Backend = "reference", device="cpu",
+                 cv_oracle: Oracle | None = None):
+        """cv_oracle: the control variate's oracle (cheap, correlated with `oracle`), given
+        exactly when cfg.cv_samples is set."""
+        if (cv_oracle is None) != (cfg.cv_samples is None):
+            raise ValueError("a control variate needs both cv_oracle and cfg.cv_samples")
         self.oracle = oracle
+        self.cv_oracle = cv_oracle
         self.cfg = cfg
         self.device = torch.device(device)
         self.backend = backend if isinstance(backend, Backend) else make_backend(backend, self.device)
         self.oracle_rows = 0      # oracle rows evaluated (after de-duplication)
         self.world_rows = 0       # world rows drawn (before de-duplication)
+        self.cv_rows = 0          # rows evaluated by the control variate's oracle
 
     # ------------------------------------------------------------------ games
     def new_games(self, game_seeds) -> BatchedGames:
@@ -314,6 +338,11 @@ class Engine:
             sub = sub[need]
             n = min(2 * n, cfg.max_samples)
 
+        cv_shift = cv_worlds = None
+        if self.cv_oracle is not None:
+            with stage("control variate"):
+                mom, cv_shift, cv_worlds = self._control_variate(
+                    games, keys, cfg.n_for(decision), legal, mom, enumerated)
         with stage("select"):
             sel = select_actions(mom.mean, legal, cfg.exploration,
                                  self._keys(seeds, decision, STREAM_POLICY))
@@ -323,17 +352,42 @@ class Engine:
                 game_idx=game_idx, seeds=torch.tensor(seeds, dtype=torch.int64),
                 world_q=world_q if cfg.store_worlds else None,
                 logw=world_logw if cfg.store_worlds else None,
-                world_owner=world_owner if cfg.store_worlds else None, q_pdf=pdf)
+                world_owner=world_owner if cfg.store_worlds else None, q_pdf=pdf,
+                cv_shift=cv_shift, cv_worlds=cv_worlds)
         return records, sel.slot
 
-    def _evaluate(self, games, gid, keys, n, legal, cache):
+    def _control_variate(self, games, keys, n, legal, main: Moments, enumerated):
+        """The main oracle's moments `main` (on the decision's n worlds, set A) corrected by
+        the control variate: its oracle on A and on cfg.cv_samples worlds (set B, the same
+        counter-based draws, so A's worlds lead B's unless B enumerates). Rows whose A
+        holds every consistent world are exact already and keep `main`. Returns (moments,
+        cv_shift [G,7]: the correction of the mean, cv_worlds [G]: B's worlds, 0 where not
+        applied)."""
+        G = games.batch_size
+        gid = torch.arange(G, device=self.device)
+        moments = []
+        for m in (n, self.cfg.cv_samples):
+            sample, q, logw, _ = self._evaluate(games, gid, keys, m, legal, _RowCache(),
+                                                oracle=self.cv_oracle)
+            with stage("reduce"):
+                moments.append(self.backend.weighted_moments(q, legal, logw))
+        corrected = ~enumerated.to(self.device)
+        mom = control_variate_moments(main, *moments, legal, corrected)
+        shift = torch.where(corrected[:, None], mom.mean - main.mean, torch.zeros_like(main.mean))
+        cv_worlds = torch.where(corrected, sample.n_worlds, torch.zeros_like(sample.n_worlds))
+        return mom, shift, cv_worlds
+
+    def _evaluate(self, games, gid, keys, n, legal, cache, oracle=None):
         """Sample n worlds per game, query the oracle on the distinct ones, weight them:
         (sample, q [G,n,7], logw [G,n], the worlds' tile owners [G,n,28] or None unless
         cfg.store_worlds).
 
-        gid: the games' indices in the full batch (keys of the oracle-row cache)."""
+        gid: the games' indices in the full batch (keys of the oracle-row cache); oracle:
+        self.oracle unless given (the control variate's)."""
         cfg = self.cfg
         G = games.batch_size
+        main = oracle is None
+        oracle = self.oracle if main else oracle
         with stage("public"):
             info = self.backend.hidden_info(games)
             counts = self.backend.completion_counts(info)
@@ -342,7 +396,7 @@ class Engine:
             ranks = world_ranks(sample.total, keys, n)
         rep, inverse = _unique_worlds(ranks)
         g_of_u = torch.div(rep, n, rounding_mode="floor")
-        if hasattr(self.oracle, "query_codes"):
+        if hasattr(oracle, "query_codes"):
             # network oracle: the backend tokenizes the worlds (Triton: straight from the
             # owners, no OracleBatch); the legal slots are the rules' (world-independent)
             with stage("tokenize"):
@@ -350,16 +404,20 @@ class Engine:
 
             def fetch(rows):
                 g = torch.div(rows, n, rounding_mode="floor")
-                return self.oracle.query_codes(codes[rows], slot_tiles[rows]), legal[g]
+                return oracle.query_codes(codes[rows], slot_tiles[rows]), legal[g]
         else:
             with stage("worlds"):
                 batch = build_oracle_batch(games, info, sample)
 
             def fetch(rows):
-                return self.oracle.query(batch.select(rows))
+                return oracle.query(batch.select(rows))
         with stage("oracle"), oracle_precision(cfg.oracle_precision, self.device):
-            q_u, legal_u = self._query_cached(fetch, rep, ranks, gid, cache)
-        self.world_rows += G * n
+            q_u, legal_u, n_new = self._query_cached(fetch, rep, ranks, gid, cache)
+        if main:
+            self.world_rows += G * n
+            self.oracle_rows += n_new
+        else:
+            self.cv_rows += n_new
         # integrity (OracleBatch path): the oracle's legal slots, computed from each world's
         # reconstructed position, must equal the rules' legal slots of the real game (they
         # cannot depend on the hidden hands). On the token path legal_u *is* legal[g]; the
@@ -378,8 +436,8 @@ class Engine:
         return sample, q, logw, owner
 
     def _query_cached(self, fetch, rep, ranks, gid, cache):
-        """Oracle rows `rep` (fetch(index) -> (q, legal)), reusing rows of earlier rounds
-        (adaptive sampling)."""
+        """(q, legal, rows evaluated) of the oracle rows `rep` (fetch(index) -> (q, legal)),
+        reusing rows of earlier rounds (adaptive sampling)."""
         n = ranks.shape[1]
         key = gid[torch.div(rep, n, rounding_mode="floor")] * (1 << 32) + ranks.reshape(-1)[rep]
         old = cache.rows
@@ -389,7 +447,6 @@ class Engine:
             todo = ~torch.isin(key, old[0])
         sub = rep[todo]
         q_new, l_new = _chunked(lambda sl: fetch(sub[sl]), len(sub), cfg_chunk(self.cfg))
-        self.oracle_rows += len(sub)
         q = torch.empty(len(rep), 7, dtype=q_new.dtype, device=q_new.device)
         lg = torch.empty(len(rep), 7, dtype=torch.bool, device=q_new.device)
         q[todo], lg[todo] = q_new, l_new
@@ -403,7 +460,7 @@ class Engine:
             q_all, lg_all = q, lg
         order = torch.argsort(key)
         cache.rows = (key[order], q_all[order], lg_all[order])
-        return q, lg
+        return q, lg, len(sub)
 
     def _posterior(self, games, info, sample, ranks, rep, inverse):
         cfg = self.cfg

@@ -1,0 +1,215 @@
+"""The control variate (--control-variate): the main oracle's E[Q] and Var[Q] corrected by a
+cheaper, correlated oracle on more worlds. The formula against a float64 brute force; its
+exact identities (a control oracle equal to the main one gives the main oracle's moments
+on the wide worlds; a constant bias of the control oracle cancels); unbiased and less
+noisy on a synthetic population; the engine, the records' invariants and the CLI."""
+import json
+
+import pytest
+import torch
+from cliutil import TINY, assert_usage_error, run_cli
+from fakes import HashOracle
+
+from eqfast.data.schema import DecisionRecords, check_invariants
+from eqfast.data.shards import load_records
+from eqfast.engine.moments import control_variate_moments, weighted_moments
+from eqfast.engine.pipeline import Engine, EngineConfig
+from eqfast.engine.posterior import PosteriorConfig
+
+
+def _uniform(q):
+    return weighted_moments(q, torch.ones(q.shape[0], 7, dtype=torch.bool),
+                            torch.zeros(q.shape[:2]))
+
+
+def _random_case(G, n, M, seed):
+    gen = torch.Generator().manual_seed(seed)
+    main_a = torch.randn(G, n, 7, generator=gen) * 12
+    cv_a = main_a + torch.randn(G, n, 7, generator=gen) * 3 + 2.0
+    cv_b = torch.randn(G, M, 7, generator=gen) * 12 + 2.0
+    legal = torch.rand(G, 7, generator=gen) < 0.6
+    legal[:, 0] = True
+    return main_a, cv_a, cv_b, legal
+
+
+def test_formula_matches_a_float64_brute_force():
+    main_a, cv_a, cv_b, legal = _random_case(16, 25, 400, seed=1)
+    got = control_variate_moments(_uniform(main_a), _uniform(cv_a), _uniform(cv_b), legal,
+                                  torch.ones(16, dtype=torch.bool))
+    a, c, b = (x.double() for x in (main_a, cv_a, cv_b))
+    mean = b.mean(1) + a.mean(1) - c.mean(1)
+    pvar = lambda x: x.var(1, unbiased=False)
+    var = pvar(b) + pvar(a) - pvar(c)
+    assert float(var[legal].min()) > 0                    # the clamp plays no part here
+    torch.testing.assert_close(got.mean.double()[legal], mean[legal], rtol=0, atol=2e-5)
+    torch.testing.assert_close(got.var.double()[legal], var[legal], rtol=1e-5, atol=1e-3)
+    # illegal slots keep the main oracle's moments; ESS is the main worlds'
+    plain = _uniform(main_a)
+    assert torch.equal(got.mean[~legal], plain.mean[~legal])
+    assert torch.equal(got.ess, plain.ess)
+    sd = got.var.clamp(min=0).sqrt()
+    torch.testing.assert_close(got.u_max, torch.where(legal, sd, 0.0).amax(1))
+
+
+def test_a_control_equal_to_the_main_oracle_gives_the_wide_moments_exactly():
+    main_a, _, cv_b, legal = _random_case(8, 10, 60, seed=2)
+    got = control_variate_moments(_uniform(main_a), _uniform(main_a), _uniform(cv_b), legal,
+                                  torch.ones(8, dtype=torch.bool))
+    wide = _uniform(cv_b)
+    assert torch.equal(got.mean[legal], wide.mean[legal])
+    assert torch.equal(got.var[legal], wide.var[legal])
+
+
+def test_rows_not_corrected_keep_the_main_moments_and_the_mean_stays_in_bounds():
+    main_a, cv_a, cv_b, legal = _random_case(6, 10, 40, seed=3)
+    cv_b[1] += 80.0                                     # a correction far beyond +-42
+    corrected = torch.tensor([True, True, False, True, False, True])
+    got = control_variate_moments(_uniform(main_a), _uniform(cv_a), _uniform(cv_b), legal,
+                                  corrected)
+    plain = _uniform(main_a)
+    assert torch.equal(got.mean[~corrected], plain.mean[~corrected])
+    assert torch.equal(got.var[~corrected], plain.var[~corrected])
+    assert float(got.mean[1][legal[1]].min()) == 42.0
+    assert bool((got.var >= 0).all())
+
+
+def test_unbiased_and_less_noisy_than_the_main_oracle_alone():
+    """A population of 5,000 worlds, the control oracle = the main one + 1.5 points of bias
+    + 3 points of noise; 2,000 trials (the rows of one call) each draw 25 main worlds and 400
+    control worlds. The corrected mean is centred on the main oracle's population mean
+    (the bias cancels) and its spread is far below that of the 25-world mean."""
+    gen = torch.Generator().manual_seed(4)
+    P, trials, n, M = 5000, 2000, 25, 400
+    main_pop = torch.randn(P, 7, generator=gen) * 15 + torch.arange(7) * 2.0
+    cv_pop = main_pop + 1.5 + torch.randn(P, 7, generator=gen) * 3
+    a = torch.randint(P, (trials, n), generator=gen)
+    b = torch.randint(P, (trials, M), generator=gen)
+    got = control_variate_moments(_uniform(main_pop[a]), _uniform(cv_pop[a]),
+                                  _uniform(cv_pop[b]), torch.ones(trials, 7, dtype=torch.bool),
+                                  torch.ones(trials, dtype=torch.bool))
+    truth = main_pop.double().mean(0)
+    plain = _uniform(main_pop[a]).mean.double()
+    se = got.mean.double().std(0) / trials ** 0.5
+    assert bool(((got.mean.double().mean(0) - truth).abs() < 4 * se).all())
+    ratio = got.mean.double().var(0) / plain.var(0)
+    assert bool((ratio < 0.2).all()), ratio            # theory: (9/25 + 225/400) / 9 = 0.10
+    # the variance is centred on the main oracle's too (up to the O(1/n) of a population
+    # variance of n worlds)
+    var_se = got.var.double().std(0) / trials ** 0.5
+    assert bool(((got.var.double().mean(0) - main_pop.double().var(0, unbiased=False)).abs()
+                 < 4 * var_se + 0.05 * main_pop.double().var(0)).all())
+
+
+class BiasedOracle:
+    """HashOracle plus a fixed offset per slot (a control oracle that is wrong by a
+    constant)."""
+
+    def __init__(self):
+        self.inner = HashOracle()
+
+    def query(self, b):
+        q, legal = self.inner.query(b)
+        return q + torch.tensor([7.0, -3.0, 1.0, 0.5, 11.0, -6.0, 2.0]), legal
+
+
+def test_engine_a_constant_bias_of_the_control_oracle_cancels():
+    seeds = [3, 4]
+    cv = Engine(HashOracle(), EngineConfig(n_samples=6, cv_samples=24, seed=5),
+                cv_oracle=BiasedOracle()).play(seeds)
+    wide = Engine(HashOracle(), EngineConfig(n_samples=24, seed=5)).play(seeds)
+    assert torch.equal(cv["transcript_tokens"], wide["transcript_tokens"])
+    legal = cv["legal_mask"]
+    applied = cv["cv_worlds"] > 0
+    assert bool(applied.any()) and bool((~applied).any())       # late decisions enumerate
+    assert torch.equal(cv["cv_worlds"][applied], wide["n_worlds"][applied])
+    torch.testing.assert_close(cv["e_q_mean"][legal], wide["e_q_mean"][legal], rtol=0,
+                               atol=1e-4)
+    torch.testing.assert_close(cv["e_q_var"][legal], wide["e_q_var"][legal], rtol=0, atol=2e-3)
+    assert check_invariants(cv) == []
+
+
+def test_engine_counts_the_control_rows_apart():
+    main, control = HashOracle(), HashOracle()
+    engine = Engine(main, EngineConfig(n_samples=5, cv_samples=20), cv_oracle=control)
+    engine.play([9])
+    assert engine.oracle_rows == main.rows and engine.cv_rows == control.rows > main.rows
+
+
+@pytest.mark.parametrize("change,needle", [
+    (dict(cv_samples=5), "at least"),
+    (dict(n_by_trick=(5, 5, 50, 5, 5, 5, 5)), "at least"),
+    (dict(posterior=PosteriorConfig()), "posterior"),
+    (dict(sem=1.0), "sem"),
+    (dict(store_worlds=True), "store_worlds"),
+    (dict(q_pdf=True), "q_pdf"),
+])
+def test_config_refuses_what_the_correction_does_not_cover(change, needle):
+    with pytest.raises(ValueError, match=needle):
+        EngineConfig(**{"n_samples": 10, "cv_samples": 40, **change})
+
+
+def test_engine_needs_the_oracle_and_the_worlds_together():
+    with pytest.raises(ValueError, match="both"):
+        Engine(HashOracle(), EngineConfig(n_samples=4, cv_samples=8))
+    with pytest.raises(ValueError, match="both"):
+        Engine(HashOracle(), EngineConfig(n_samples=4), cv_oracle=HashOracle())
+
+
+def test_invariants_catch_a_broken_correction():
+    r = Engine(HashOracle(), EngineConfig(n_samples=4, cv_samples=8),
+               cv_oracle=BiasedOracle()).play([7])
+    assert check_invariants(r) == []
+    row = int(torch.nonzero((~r["legal_mask"]).any(1) & (r["cv_worlds"] > 0))[0, 0])
+    slot = int(torch.nonzero(~r["legal_mask"][row])[0, 0])
+    bad = dict(r.tensors)
+    bad["cv_shift"] = bad["cv_shift"].clone()
+    bad["cv_shift"][row, slot] = 1.0
+    assert any("cv_shift not 0 at an illegal" in p for p in check_invariants(DecisionRecords(bad)))
+    bad = dict(r.tensors)
+    bad["cv_worlds"] = torch.where(r["cv_worlds"] > 0, 2, 0)
+    assert any("cv_worlds below n_worlds" in p for p in check_invariants(DecisionRecords(bad)))
+
+
+# ------------------------------------------------------------------------------ the command
+def test_generate_writes_the_correction_and_records_the_setting(tmp_path):
+    out = tmp_path / "ds"
+    proc = run_cli("generate", "--out", out, *TINY, "--control-variate", "default",
+                   "--cv-samples", "12")
+    assert proc.returncode == 0, proc.stderr
+    records, metas = load_records(out)
+    assert check_invariants(records) == []
+    assert int(records["cv_worlds"].max()) == 12 and bool((records["cv_shift"] != 0).any())
+    assert metas[0]["control_variate"]["name"] == "default"
+    assert metas[0]["control_variate"]["cv_samples"] == 12
+    assert metas[0]["settings"]["control_variate"]["cv_samples"] == 12
+    # another number of control worlds is another run: resuming into it is refused
+    proc = run_cli("generate", "--out", out, *TINY, "--control-variate", "default",
+                   "--cv-samples", "16")
+    assert_usage_error(proc, "control_variate")
+    view = run_cli("view", out, "--print", "1")
+    assert "control variate: 12 worlds" in view.stdout, view.stdout
+
+
+@pytest.mark.parametrize("extra,needles", [
+    (["--control-variate", "exact"], ["--control-variate exact", "network"]),
+    (["--control-variate", "default", "--oracle", "default"], ["is --oracle itself"]),
+    (["--control-variate", "default", "--cv-samples", "2"], ["cv_samples", "at least"]),
+    (["--control-variate", "default", "--cv-samples", "0"], ["--cv-samples must be >= 1"]),
+    (["--control-variate", "default", "--posterior"], ["posterior"]),
+    (["--control-variate", "default", "--pipeline", "fast"], ["reference pipeline"]),
+    (["--control-variate", "no/such/weights.safetensors"], ["--control-variate", "no/such"]),
+])
+def test_generate_refuses_bad_control_variates(tmp_path, extra, needles):
+    args = list(TINY)
+    for flag in ("--oracle", "--pipeline"):            # the case's own value replaces TINY's
+        if flag in extra:
+            i = args.index(flag)
+            del args[i:i + 2]
+    assert_usage_error(run_cli("generate", "--out", tmp_path / "ds", *args, *extra), *needles)
+
+
+def test_cv_samples_alone_is_a_warning(tmp_path):
+    proc = run_cli("generate", "--out", tmp_path / "ds", *TINY, "--cv-samples", "50")
+    assert proc.returncode == 0, proc.stderr
+    assert "--cv-samples has no effect without --control-variate" in proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["games"] == 2
