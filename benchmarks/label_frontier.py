@@ -7,12 +7,15 @@ argmax agreement and regret over decisions with >= 2 legal moves, per trick).
     python benchmarks/label_frontier.py --out runs/frontier            # every configuration
     python benchmarks/label_frontier.py --out runs/frontier --only exact-n100,network
     python benchmarks/label_frontier.py --out runs/frontier --table    # the markdown table
+    python benchmarks/label_frontier.py --out runs/timing --timing --only exact-by-trick,network
 
 Each configuration's results land in OUT/<name>/ (records, generate and validate output)
 and one line of OUT/frontier.jsonl; a configuration already in that file is skipped, so an
 interrupted run resumes. Games/s comes from eqfast-generate's own summary (the run's wall
 time, the oracle's load excluded); it moves with whatever else the machine runs, so the
-table records the conditions.
+table records the conditions. `--timing` measures games/s alone, side by side: rounds that
+alternate the configurations, each on 1 and 2 threads (no records kept, nothing validated),
+one line per run on stdout and in OUT/timing.txt.
 """
 from __future__ import annotations
 
@@ -40,6 +43,8 @@ CONFIGS = {
                           "--control-variate", "default", "--cv-samples", "400"],
     "exact-lean+cv": ["--oracle", "exact", "--n-by-trick", "10,25,50,50,50,50,50",
                       "--control-variate", "default", "--cv-samples", "400"],
+    "exact-by-trick+cv200": ["--oracle", "exact", "--n-by-trick", "25,50,100,100,100,100,100",
+                             "--control-variate", "default", "--cv-samples", "200"],
     "exact-by-trick+cv-accurate": ["--oracle", "exact", "--n-by-trick",
                                    "25,50,100,100,100,100,100", "--control-variate", "accurate",
                                    "--cv-samples", "400"],
@@ -58,6 +63,20 @@ def generate(flags: list[str], out: Path, threads: int, store: bool) -> dict:
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def timing(names: list[str], out: Path, rounds: int) -> None:
+    """games/s of each configuration on 1 and 2 threads, `rounds` rounds that alternate the
+    configurations (so a change of machine load touches them alike)."""
+    with (out / "timing.txt").open("a") as log:
+        for r in range(1, rounds + 1):
+            for name in names:
+                for threads in (1, 2):
+                    run = generate(CONFIGS[name], out / "timing_run", threads, store=False)
+                    line = f"{r} {name} threads={threads} {run['games_per_s']}"
+                    print(line, flush=True)
+                    log.write(line + "\n")
+    shutil.rmtree(out / "timing_run", ignore_errors=True)
 
 
 def measure(name: str, out: Path, max_enumerate: int) -> dict:
@@ -116,6 +135,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-enumerate", type=int, default=2000,
                     help="size of the fresh exact reference (eqfast-validate --max-enumerate)")
     ap.add_argument("--table", action="store_true", help="print the markdown table and stop")
+    ap.add_argument("--timing", action="store_true",
+                    help="games/s only, side by side (see the module doc); nothing validated")
+    ap.add_argument("--rounds", type=int, default=2, help="--timing: rounds over the configurations")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -129,6 +151,9 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
         ap.error(f"unknown configuration(s) {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
+    if a.timing:
+        timing(names, out, a.rounds)
+        return 0
     for name in names:
         if any(r["config"] == name for r in done):
             print(f"{name}: done earlier", flush=True)

@@ -12,7 +12,8 @@ from fakes import HashOracle
 
 from eqfast.data.schema import DecisionRecords, check_invariants
 from eqfast.data.shards import load_records
-from eqfast.engine.moments import control_variate_moments, weighted_moments
+from eqfast.engine.moments import (control_variate_moments, control_variate_se,
+                                   weighted_moments)
 from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
 
@@ -100,6 +101,31 @@ def test_unbiased_and_less_noisy_than_the_main_oracle_alone():
                  < 4 * var_se + 0.05 * main_pop.double().var(0)).all())
 
 
+@pytest.mark.parametrize("shared", [True, False], ids=["A inside B", "B enumerated"])
+def test_standard_error_matches_the_spread_of_the_estimates(shared):
+    """Over 4,000 trials the reported standard error (root mean square) equals the
+    estimates' observed spread within 6%: with A the first worlds of B (the engine's draws)
+    and with B the whole population (an enumerated B: its mean is exact)."""
+    gen = torch.Generator().manual_seed(5)
+    P, trials, n, M = 3000, 4000, 20, 200
+    main_pop = torch.randn(P, 7, generator=gen) * 15
+    cv_pop = 0.8 * main_pop + 4.0 + torch.randn(P, 7, generator=gen) * 4
+    if shared:
+        b = torch.randint(P, (trials, M), generator=gen)
+        a = b[:, :n]
+        wide = _uniform(cv_pop[b])
+    else:
+        a = torch.randint(P, (trials, n), generator=gen)
+        wide = _uniform(cv_pop[None].expand(trials, P, 7))
+    main, same = _uniform(main_pop[a]), _uniform(cv_pop[a])
+    diff = _uniform(main_pop[a] - cv_pop[a]).var
+    est = control_variate_moments(main, same, wide, torch.ones(trials, 7, dtype=torch.bool),
+                                  torch.ones(trials, dtype=torch.bool)).mean.double()
+    se = control_variate_se(main, same, wide, diff, torch.full((trials,), shared)).double()
+    ratio = se.pow(2).mean(0).sqrt() / est.std(0)
+    assert bool(((ratio > 0.94) & (ratio < 1.06)).all()), ratio
+
+
 class BiasedOracle:
     """HashOracle plus a fixed offset per slot (a control oracle that is wrong by a
     constant)."""
@@ -125,6 +151,11 @@ def test_engine_a_constant_bias_of_the_control_oracle_cancels():
     torch.testing.assert_close(cv["e_q_mean"][legal], wide["e_q_mean"][legal], rtol=0,
                                atol=1e-4)
     torch.testing.assert_close(cv["e_q_var"][legal], wide["e_q_var"][legal], rtol=0, atol=2e-3)
+    # the difference of the oracles is a constant: only the wide mean's own error is left
+    # (none where the wide worlds are every consistent one)
+    se = (wide["e_q_var"] / wide["ess"][:, None]).sqrt() * ~wide["enumerated"][:, None]
+    both = legal & applied[:, None]
+    torch.testing.assert_close(cv["cv_se"][both], se[both], rtol=1e-3, atol=1e-3)
     assert check_invariants(cv) == []
 
 
@@ -165,6 +196,10 @@ def test_invariants_catch_a_broken_correction():
     bad["cv_shift"] = bad["cv_shift"].clone()
     bad["cv_shift"][row, slot] = 1.0
     assert any("cv_shift not 0 at an illegal" in p for p in check_invariants(DecisionRecords(bad)))
+    bad = dict(r.tensors)
+    bad["cv_se"] = bad["cv_se"].clone()
+    bad["cv_se"][row, slot] = 0.5
+    assert any("cv_se not 0 at an illegal" in p for p in check_invariants(DecisionRecords(bad)))
     bad = dict(r.tensors)
     bad["cv_worlds"] = torch.where(r["cv_worlds"] > 0, 2, 0)
     assert any("cv_worlds below n_worlds" in p for p in check_invariants(DecisionRecords(bad)))
@@ -213,3 +248,19 @@ def test_cv_samples_alone_is_a_warning(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "--cv-samples has no effect without --control-variate" in proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1])["games"] == 2
+
+
+def test_stage2_and_recompute_read_the_corrected_labels_standard_error():
+    """Downstream users of a label's noise take cv_se where the correction applies."""
+    from eqfast.analysis.validation import _std_err2
+    from eqfast.stage2.data import prepare_rows
+
+    r = Engine(HashOracle(), EngineConfig(n_samples=4, cv_samples=16),
+               cv_oracle=BiasedOracle()).play([8])
+    applied = (r["cv_worlds"] > 0)[:, None] & r["legal_mask"]
+    assert bool(applied.any())
+    s2 = prepare_rows(r)["s2"]
+    torch.testing.assert_close(s2[applied], r["cv_se"][applied] ** 2)
+    exact = r["enumerated"][:, None] & r["legal_mask"]      # every world: no noise at all
+    assert bool(exact.any()) and bool((s2[exact] == 0).all())
+    torch.testing.assert_close(_std_err2(r)[applied], r["cv_se"].double()[applied] ** 2)

@@ -215,8 +215,11 @@ def run_decisions(records: DecisionRecords, oracle, metadata: dict, *, seed: int
 
 
 def _std_err2(r: DecisionRecords) -> torch.Tensor:
-    """Squared standard error [R, 7] of E[Q]: Var/(ESS-1), 0 for enumerated decisions."""
+    """Squared standard error [R, 7] of E[Q]: Var/(ESS-1), or cv_se² where a control variate
+    corrected it; 0 for enumerated decisions."""
     se2 = r["e_q_var"].double() / (r["ess"].double() - 1.0).clamp(min=1.0)[:, None]
+    if "cv_se" in r:
+        se2 = torch.where((r["cv_worlds"] > 0)[:, None], r["cv_se"].double() ** 2, se2)
     return torch.where(r["enumerated"][:, None], torch.zeros_like(se2), se2)
 
 

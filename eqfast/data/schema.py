@@ -89,6 +89,9 @@ CV_FIELDS: dict[str, Field] = {
                       "oracle's mean on cv_worlds worlds minus its mean on the n_worlds worlds "
                       "(e_q_mean - cv_shift = the main oracle's mean on those); 0 where not "
                       "applied and beyond the hand"),
+    "cv_se": Field(torch.float32, (7,), "standard error of e_q_mean under the control "
+                   "variate, points (docs/DATASET.md); 0 where not applied, at illegal slots "
+                   "and beyond the hand"),
     "cv_worlds": Field(torch.int64, (), "worlds of the control variate's oracle (0 where not "
                        "applied: the n_worlds worlds were every consistent one)"),
 }
@@ -330,6 +333,10 @@ def check_invariants(records: DecisionRecords, atol: float = 1e-4) -> list[str]:
         fail((cv_n != 0) & (cv_n < r["n_worlds"]), "cv_worlds below n_worlds")
         fail(r["enumerated"] & (cv_n != 0), "cv_worlds not 0 where the worlds were enumerated")
         fail((cv_n == 0) & (shift != 0).any(1), "cv_shift not 0 where cv_worlds is 0")
+        se = r["cv_se"]
+        fail(~(se >= 0).all(1) | ~torch.isfinite(se).all(1), "cv_se negative or NaN/Inf")
+        fail(((~legal | (cv_n == 0)[:, None]) & (se != 0)).any(1),
+             "cv_se not 0 at an illegal slot or where cv_worlds is 0")
 
     # the game's outcome (when stored): a hand's 42 points, a value to go the hand allows
     if "final_points" in r:

@@ -141,6 +141,28 @@ def control_variate_moments(main: Moments, cv_same: Moments, cv_wide: Moments,
     return Moments(mean, var, main.ess, main.max_w, u_mean, u_max)
 
 
+def control_variate_se(main: Moments, cv_same: Moments, cv_wide: Moments,
+                       diff_var: torch.Tensor, wide_sampled: torch.Tensor) -> torch.Tensor:
+    """[G, 7] float32: the standard error of `control_variate_moments`' mean, points.
+
+    diff_var [G, 7]: v_A(main - control), the variance over A's worlds of the two oracles'
+    difference; wide_sampled [G] bool: B was drawn (so A's worlds are B's first ones), not
+    enumerated. With d = main - control:
+
+        se^2 = v_A(d)/ess_A + v_B(control)/ess_B + 2 cov_A(d, control)/ess_B
+
+    The last two terms are the variance of m_B(control), plus its covariance with m_A(d)
+    through the worlds A and B share; cov_A(d, control) = (v_A(main) - v_A(d) -
+    v_A(control)) / 2. An enumerated B has an exact mean: neither term then."""
+    f = torch.float64
+    d = diff_var.to(f)
+    cov = (main.var.to(f) - d - cv_same.var.to(f)) / 2
+    wide_term = (cv_wide.var.to(f) + 2 * cov) / cv_wide.ess.to(f)[:, None]
+    se2 = d / main.ess.to(f)[:, None] + torch.where(wide_sampled.bool()[:, None], wide_term,
+                                                     torch.zeros_like(d))
+    return se2.clamp(min=0).sqrt().float()
+
+
 #: bins of `q_histogram`: whole points -42..42
 Q_BINS = 85
 

@@ -47,10 +47,10 @@ from ..rules.batched import BatchedGames
 from ..rules.deal import mix_seeds
 from ..utils.profiling import stage
 from .games import setup_games
-from .moments import Moments, control_variate_moments, q_histogram
+from .moments import Moments, control_variate_moments, control_variate_se, q_histogram
 from .policy import ExplorationConfig, select_actions
 from .posterior import PosteriorConfig
-from .records import outcome_tensors, records_from_step
+from .records import ControlVariate, outcome_tensors, records_from_step
 from .sampling import world_ranks
 from .worlds import build_oracle_batch, prefix_oracle_batch, world_owners, world_tile_masks
 from ..data.schema import DecisionRecords, require_invariants
@@ -338,11 +338,11 @@ class Engine:
             sub = sub[need]
             n = min(2 * n, cfg.max_samples)
 
-        cv_shift = cv_worlds = None
+        cv = None
         if self.cv_oracle is not None:
             with stage("control variate"):
-                mom, cv_shift, cv_worlds = self._control_variate(
-                    games, keys, cfg.n_for(decision), legal, mom, enumerated)
+                mom, cv = self._control_variate(games, keys, cfg.n_for(decision), legal, mom,
+                                                world_q, world_logw, enumerated)
         with stage("select"):
             sel = select_actions(mom.mean, legal, cfg.exploration,
                                  self._keys(seeds, decision, STREAM_POLICY))
@@ -352,30 +352,39 @@ class Engine:
                 game_idx=game_idx, seeds=torch.tensor(seeds, dtype=torch.int64),
                 world_q=world_q if cfg.store_worlds else None,
                 logw=world_logw if cfg.store_worlds else None,
-                world_owner=world_owner if cfg.store_worlds else None, q_pdf=pdf,
-                cv_shift=cv_shift, cv_worlds=cv_worlds)
+                world_owner=world_owner if cfg.store_worlds else None, q_pdf=pdf, cv=cv)
         return records, sel.slot
 
-    def _control_variate(self, games, keys, n, legal, main: Moments, enumerated):
-        """The main oracle's moments `main` (on the decision's n worlds, set A) corrected by
-        the control variate: its oracle on A and on cfg.cv_samples worlds (set B, the same
-        counter-based draws, so A's worlds lead B's unless B enumerates). Rows whose A
-        holds every consistent world are exact already and keep `main`. Returns (moments,
-        cv_shift [G,7]: the correction of the mean, cv_worlds [G]: B's worlds, 0 where not
-        applied)."""
+    def _control_variate(self, games, keys, n, legal, main: Moments, main_q, main_logw,
+                         enumerated):
+        """The main oracle's moments `main` (its Q main_q [G,n,7] on the decision's n worlds,
+        set A, weights main_logw) corrected by the control variate: its oracle on A and on
+        cfg.cv_samples worlds (set B, the same counter-based draws, so A's worlds lead B's
+        unless B enumerates). Rows whose A holds every consistent world are exact already
+        and keep `main`. Returns (moments, ControlVariate fields of the records)."""
         G = games.batch_size
         gid = torch.arange(G, device=self.device)
-        moments = []
+        q_same = moments = None
         for m in (n, self.cfg.cv_samples):
             sample, q, logw, _ = self._evaluate(games, gid, keys, m, legal, _RowCache(),
                                                 oracle=self.cv_oracle)
             with stage("reduce"):
-                moments.append(self.backend.weighted_moments(q, legal, logw))
+                mom = self.backend.weighted_moments(q, legal, logw)
+            if q_same is None:
+                q_same, same = q, mom
+        wide, wide_sample = mom, sample
         corrected = ~enumerated.to(self.device)
-        mom = control_variate_moments(main, *moments, legal, corrected)
-        shift = torch.where(corrected[:, None], mom.mean - main.mean, torch.zeros_like(main.mean))
-        cv_worlds = torch.where(corrected, sample.n_worlds, torch.zeros_like(sample.n_worlds))
-        return mom, shift, cv_worlds
+        out = control_variate_moments(main, same, wide, legal, corrected)
+        with stage("reduce"):
+            diff = self.backend.weighted_moments(main_q - q_same, legal, main_logw)
+        se = control_variate_se(main, same, wide, diff.var, ~wide_sample.enumerated)
+        applied = corrected[:, None] & legal.bool()
+        zero = torch.zeros_like(main.mean)
+        return out, ControlVariate(
+            shift=torch.where(applied, out.mean - main.mean, zero),
+            se=torch.where(applied, se, zero),
+            worlds=torch.where(corrected, wide_sample.n_worlds,
+                               torch.zeros_like(wide_sample.n_worlds)))
 
     def _evaluate(self, games, gid, keys, n, legal, cache, oracle=None):
         """Sample n worlds per game, query the oracle on the distinct ones, weight them:

@@ -10,12 +10,23 @@ does that remapping once, with `current_hand_order`:
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from ..data.schema import SPLIT_TRAIN, DecisionRecords, split_of_seed
 from .moments import Moments
 from .policy import Selection
 from .transcript import current_hand_order, transcript_tokens
+
+
+class ControlVariate(NamedTuple):
+    """The control variate's record fields of one step, in initial-slot space: shift [G,7]
+    (its correction of the mean), se [G,7] (the corrected mean's standard error), worlds [G]
+    (its oracle's worlds; 0 where not applied)."""
+    shift: torch.Tensor
+    se: torch.Tensor
+    worlds: torch.Tensor
 
 
 def _to_current_order(x: torch.Tensor, slot_of_pos: torch.Tensor, pad) -> torch.Tensor:
@@ -32,8 +43,8 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
                       seeds: torch.Tensor, rows: torch.Tensor | None = None,
                       world_q: torch.Tensor | None = None, logw: torch.Tensor | None = None,
                       world_owner: torch.Tensor | None = None,
-                      q_pdf: torch.Tensor | None = None, cv_shift: torch.Tensor | None = None,
-                      cv_worlds: torch.Tensor | None = None) -> DecisionRecords:
+                      q_pdf: torch.Tensor | None = None,
+                      cv: "ControlVariate | None" = None) -> DecisionRecords:
     """Records of one decision step of G games (returned on the CPU).
 
     games: `BatchedGames` at the decision (before the move is played). In initial-slot
@@ -42,8 +53,7 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
     record (e.g. the unfinished ones). world_q [G,N,7] and logw [G,N] (both or neither):
     store the per-world debug fields; world_owner [G,N,28] (`worlds.world_owners`) stores
     the worlds themselves; q_pdf [G,7,85] (`moments.q_histogram`) each move's distribution;
-    cv_shift [G,7] and cv_worlds [G] (both or neither) the control variate's correction of
-    the mean and its worlds (`Engine._control_variate`).
+    cv the control variate's fields (`Engine._control_variate`).
     """
     G = games.batch_size
     wanted = rows.bool() if rows is not None else torch.ones(G, dtype=torch.bool,
@@ -56,15 +66,13 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
                          "is not in the actor's current hand")
     if (world_q is None) != (logw is None):
         raise ValueError("records_from_step: give both world_q and logw, or neither")
-    if (cv_shift is None) != (cv_worlds is None):
-        raise ValueError("records_from_step: give both cv_shift and cv_worlds, or neither")
     seeds = torch.as_tensor(seeds, dtype=torch.int64)
     split = split_of_seed(seeds).to(games.device)
     tensors = record_tensors(games, moments, legal, selection, n_worlds=n_worlds,
                              enumerated=enumerated, game_idx=game_idx,
                              seeds=seeds.to(games.device), split=split,
                              world_q=world_q, logw=logw, world_owner=world_owner, q_pdf=q_pdf,
-                             slot_of_pos=slot_of_pos, cv_shift=cv_shift, cv_worlds=cv_worlds)
+                             slot_of_pos=slot_of_pos, cv=cv)
     tensors = {k: v.contiguous().cpu() for k, v in tensors.items()}
     records = DecisionRecords(tensors)
     return records.select(rows.cpu()) if rows is not None else records
@@ -72,8 +80,8 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
 
 def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Selection, *,
                    n_worlds, enumerated, game_idx, seeds, split, world_q=None, logw=None,
-                   world_owner=None, slot_of_pos=None, q_pdf=None, cv_shift=None,
-                   cv_worlds=None) -> dict[str, torch.Tensor]:
+                   world_owner=None, slot_of_pos=None, q_pdf=None,
+                   cv=None) -> dict[str, torch.Tensor]:
     """The record fields of one decision step as tensors on the games' device.
 
     Pure device work (no checks, no host reads), so the graph path can keep a whole batch
@@ -126,9 +134,10 @@ def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Sele
     if q_pdf is not None:                  # [G, 7, bins]: reorder the slots, pad with 0
         tensors["q_pdf"] = _to_current_order(q_pdf.float().transpose(1, 2), slot_of_pos,
                                              0.0).transpose(1, 2).contiguous()
-    if cv_shift is not None:
-        tensors["cv_shift"] = _to_current_order(cv_shift.float(), slot_of_pos, 0.0)
-        tensors["cv_worlds"] = as64(cv_worlds)
+    if cv is not None:
+        tensors["cv_shift"] = _to_current_order(cv.shift.float(), slot_of_pos, 0.0)
+        tensors["cv_se"] = _to_current_order(cv.se.float(), slot_of_pos, 0.0)
+        tensors["cv_worlds"] = as64(cv.worlds)
     return tensors
 
 

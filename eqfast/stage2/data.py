@@ -7,7 +7,8 @@ Per record (docs/DATASET.md, schema 2.1):
     q        float32 [R, 7]   e_q_mean in points at legal slots, 0 elsewhere
     s2       float32 [R, 7]   the label's sampling variance at legal slots, points²:
                               e_q_var / ess (the variance of a weighted mean of worlds with
-                              normalized weights w is Var[Q] * sum w² = Var[Q] / ess); 0 where
+                              normalized weights w is Var[Q] * sum w² = Var[Q] / ess), or
+                              cv_se² where a control variate corrected the label; 0 where
                               every consistent world was enumerated (the label is exact
                               given the oracle) and at illegal slots
     legal    bool [R, 7]      legal_mask
@@ -41,6 +42,8 @@ def prepare_rows(records: DecisionRecords, forced_weight: float = FORCED_WEIGHT)
     ess = records["ess"].clamp(min=1.0)[:, None]
     exact = records["enumerated"][:, None]
     s2 = torch.where(legal & ~exact, records["e_q_var"] / ess, torch.zeros_like(q))
+    if "cv_se" in records:
+        s2 = torch.where((records["cv_worlds"] > 0)[:, None], records["cv_se"] ** 2, s2)
     forced = legal.sum(1) == 1
     weight = torch.where(forced, torch.full(forced.shape, float(forced_weight)),
                          torch.ones(forced.shape))
