@@ -49,14 +49,17 @@ CONFIGS = {
                                    "25,50,100,100,100,100,100", "--control-variate", "accurate",
                                    "--cv-samples", "400"],
 }
-COMMON = ["--games", "24", "--seed-start", "880000000", "--games-per-batch", "24",
-          "--n-samples", "100", "--pipeline", "reference", "--quiet"]
+SEED_START = 880_000_000
+COMMON = ["--games", "24", "--games-per-batch", "24", "--n-samples", "100",
+          "--pipeline", "reference", "--quiet"]
 
 
-def generate(flags: list[str], out: Path, threads: int, store: bool) -> dict:
+def generate(flags: list[str], out: Path, threads: int, store: bool,
+             seed_start: int = SEED_START) -> dict:
     if out.exists():
         shutil.rmtree(out)
-    cmd = ["eqfast-generate", "--out", str(out), *COMMON, *flags, "--threads", str(threads)]
+    cmd = ["eqfast-generate", "--out", str(out), *COMMON, "--seed-start", str(seed_start),
+           *flags, "--threads", str(threads)]
     if store:
         cmd.append("--store-worlds")
     done = subprocess.run(cmd, capture_output=True, text=True)
@@ -65,30 +68,31 @@ def generate(flags: list[str], out: Path, threads: int, store: bool) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def timing(names: list[str], out: Path, rounds: int) -> None:
+def timing(names: list[str], out: Path, rounds: int, seed_start: int = SEED_START) -> None:
     """games/s of each configuration on 1 and 2 threads, `rounds` rounds that alternate the
     configurations (so a change of machine load touches them alike)."""
     with (out / "timing.txt").open("a") as log:
         for r in range(1, rounds + 1):
             for name in names:
                 for threads in (1, 2):
-                    run = generate(CONFIGS[name], out / "timing_run", threads, store=False)
+                    run = generate(CONFIGS[name], out / "timing_run", threads, store=False,
+                                   seed_start=seed_start)
                     line = f"{r} {name} threads={threads} {run['games_per_s']}"
                     print(line, flush=True)
                     log.write(line + "\n")
     shutil.rmtree(out / "timing_run", ignore_errors=True)
 
 
-def measure(name: str, out: Path, max_enumerate: int) -> dict:
+def measure(name: str, out: Path, max_enumerate: int, seed_start: int = SEED_START) -> dict:
     flags = CONFIGS[name]
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
-    two = generate(flags, d / "timing2", 2, store=False)
+    two = generate(flags, d / "timing2", 2, store=False, seed_start=seed_start)
     shutil.rmtree(d / "timing2")
     # worlds are stored where the run has one N per decision (validate then also reports
     # the per-world error); budgets by trick and --sem vary N, so their records cannot, and
     # a control variate's records hold corrected means, not per-world values
-    one = generate(flags, d / "records", 1,
+    one = generate(flags, d / "records", 1, seed_start=seed_start,
                    store=not any(f in flags for f in ("--n-by-trick", "--sem",
                                                       "--control-variate")))
     t0 = time.perf_counter()
@@ -100,7 +104,8 @@ def measure(name: str, out: Path, max_enumerate: int) -> dict:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
     report = json.loads(done.stdout.strip().splitlines()[-1])["exact"]
     report.pop("records", None)
-    return {"config": name, "flags": flags, "games_per_s_1": one["games_per_s"],
+    return {"config": name, "flags": flags, "seed_start": seed_start,
+            "games_per_s_1": one["games_per_s"],
             "games_per_s_2": two["games_per_s"], "validate_s": round(time.perf_counter() - t0),
             "exact": report}
 
@@ -134,6 +139,8 @@ def main(argv=None) -> int:
                     f"(of {', '.join(CONFIGS)})")
     ap.add_argument("--max-enumerate", type=int, default=2000,
                     help="size of the fresh exact reference (eqfast-validate --max-enumerate)")
+    ap.add_argument("--seed-start", type=int, default=SEED_START,
+                    help="first game seed of the 24 (another set of games: another --out)")
     ap.add_argument("--table", action="store_true", help="print the markdown table and stop")
     ap.add_argument("--timing", action="store_true",
                     help="games/s only, side by side (see the module doc); nothing validated")
@@ -152,14 +159,14 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown configuration(s) {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
     if a.timing:
-        timing(names, out, a.rounds)
+        timing(names, out, a.rounds, a.seed_start)
         return 0
     for name in names:
         if any(r["config"] == name for r in done):
             print(f"{name}: done earlier", flush=True)
             continue
         t0 = time.perf_counter()
-        row = measure(name, out, a.max_enumerate)
+        row = measure(name, out, a.max_enumerate, a.seed_start)
         with results.open("a") as f:
             f.write(json.dumps(row) + "\n")
         print(f"{name}: {time.perf_counter() - t0:.0f} s; oracle RMSE "

@@ -228,16 +228,29 @@ def test_world_budget_by_trick(tmp_path, capsys):
 
 
 def test_cpu_default_labels_are_exact_with_budgets_by_trick(tmp_path, capsys):
-    """Without --oracle the CPU's reference pipeline labels with the exact solver and world
-    budgets 25/50/100 by trick (README, "Choosing the labels"); --n-samples keeps the exact
-    oracle at that N; --exact-tricks (a network setting) gets the shipped network."""
+    """Without --oracle the CPU's reference pipeline labels with the exact solver, world
+    budgets 25/50/100 by trick and the shipped network as control variate on 400 worlds
+    (README, "Choosing the labels"); --n-samples keeps the exact oracle at that N;
+    --exact-tricks (a network setting) gets the shipped network; --control-variate none,
+    --posterior or --q-pdf leave the control variate out."""
     args = ["--games", "1", "--quiet", "--threads", "1"]
     assert main(["--out", str(tmp_path / "a"), *args]) == 0
-    _, (meta, *_) = load_records(tmp_path / "a")
+    records, (meta, *_) = load_records(tmp_path / "a")
     assert meta["oracle"]["name"] == "exact" and meta["n_by_trick"] == [25, 50, 100, 100, 100, 100, 100]
+    assert meta["control_variate"]["name"] == "default"
+    assert meta["control_variate"]["cv_samples"] == 400 and int(records["cv_worlds"].max()) == 400
     assert main(["--out", str(tmp_path / "b"), *args, "--n-samples", "6"]) == 0
     _, (meta, *_) = load_records(tmp_path / "b")
     assert meta["oracle"]["name"] == "exact" and meta["n_by_trick"] is None and meta["n_samples"] == 6
+    assert meta["control_variate"]["name"] == "default"
     assert main(["--out", str(tmp_path / "c"), *args, "--n-samples", "6", "--exact-tricks", "2"]) == 0
     _, (meta, *_) = load_records(tmp_path / "c")
     assert meta["oracle"]["name"] == "default" and meta["oracle"]["exact_tricks"] == 2
+    assert meta["control_variate"] is None
+    for k, extra in enumerate((["--control-variate", "none"], ["--posterior"], ["--q-pdf"])):
+        out = tmp_path / f"off{k}"
+        assert main(["--out", str(out), *args, "--n-samples", "4", *extra]) == 0, extra
+        records, (meta, *_) = load_records(out)
+        assert meta["oracle"]["name"] == "exact" and meta["control_variate"] is None, extra
+        assert "cv_shift" not in records, extra
+    assert "warning" not in capsys.readouterr().err

@@ -93,9 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "cost per row), 'exact' (the solver), or a path to oracle weights "
                         "(.safetensors). When left out: on CUDA 'accurate'; on the CPU (reference "
                         "pipeline) 'exact', with world budgets by trick 25,50,100,100,100,100,100 "
-                        "unless --n-samples, --n-by-trick, --sem or --store-worlds says otherwise: "
-                        "exact labels at 4.3 games/s a core, the fastest configuration without "
-                        "oracle error (README, 'Choosing the labels')")
+                        "unless --n-samples, --n-by-trick, --sem or --store-worlds says otherwise, "
+                        "and the shipped network as --control-variate: unbiased labels with the "
+                        "error of ~100 exact worlds at 3.6 games/s a core (README, 'Choosing "
+                        "the labels')")
     o.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     o.add_argument("--backend", choices=["reference", "triton", "auto"], default="auto",
                    help="device stages: pure PyTorch, Triton kernels, or auto (triton on CUDA)")
@@ -139,7 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "N worlds. Unbiased for the oracle's E[Q]; for the exact oracle and the "
                         "default network the sampling variance drops ~4x at the same solves "
                         "(docs/DATASET.md, 'Control variate'). Reference pipeline; uniform "
-                        "weights (no --posterior, --sem, --store-worlds or --q-pdf)")
+                        "weights (no --posterior, --sem, --store-worlds or --q-pdf). 'default' "
+                        "when --oracle is left out on the CPU (see --oracle); 'none' turns "
+                        "it off")
     s.add_argument("--cv-samples", type=int, default=400,
                    help="worlds per decision of the --control-variate oracle (at least N)")
 
@@ -279,17 +282,21 @@ def batch_owner(args):
                                  args.world_size) == args.rank
 
 
-#: the CPU default's world budgets by trick (README, "Choosing the labels")
+#: the CPU default's world budgets by trick and control variate (README, "Choosing the
+#: labels")
 DEFAULT_EXACT_BUDGETS = "25,50,100,100,100,100,100"
+DEFAULT_CONTROL_VARIATE = "default"
 DEFAULT_N = 100
 
 
 def apply_default_labels(args) -> None:
     """Fill in the oracle and the worlds the user left out: on CUDA the accurate network,
     N = 100; on the CPU's reference pipeline the exact solver with DEFAULT_EXACT_BUDGETS
-    (unless N, budgets, --sem or --store-worlds were given: then N, default 100); the
-    shipped network elsewhere (the CPU's fast pipeline, or with --exact-tricks or a
-    reduced --oracle-precision, which only a network has)."""
+    (unless N, budgets, --sem or --store-worlds were given: then N, default 100) and the
+    shipped network as its control variate (unless --control-variate, --posterior, --sem,
+    --store-worlds or --q-pdf was given); the shipped network elsewhere (the CPU's fast
+    pipeline, or with --exact-tricks or a reduced --oracle-precision, which only a network
+    has). --control-variate none turns the control variate off."""
     from ..engine.factory import resolve_pipeline
     from ..oracle.factory import default_spec
 
@@ -302,6 +309,11 @@ def apply_default_labels(args) -> None:
         if (exact and args.n_samples is None and args.n_by_trick is None and args.sem is None
                 and not args.store_worlds):
             args.n_by_trick = DEFAULT_EXACT_BUDGETS
+        if (exact and args.control_variate is None and not args.posterior
+                and args.sem is None and not args.store_worlds and not args.q_pdf):
+            args.control_variate = DEFAULT_CONTROL_VARIATE
+    if args.control_variate == "none":
+        args.control_variate = None
     if args.n_samples is None:
         args.n_samples = DEFAULT_N
 
@@ -330,7 +342,7 @@ def check_args(args) -> str | None:
             parse_n_by_trick(args.n_by_trick)
         except ValueError as e:
             return f"--n-by-trick {args.n_by_trick!r}: {e}"
-    if args.control_variate is not None:
+    if args.control_variate not in (None, "none"):
         if args.control_variate == "exact":
             return ("--control-variate exact: the control variate must be a network oracle, "
                     "cheaper than --oracle (e.g. default)")
