@@ -162,6 +162,20 @@ def test_eq_player_beats_random(policies):
     assert s["decisions"]["a"] + s["decisions"]["b"] == 28 * 32
 
 
+def test_eq_player_moves_are_the_engines_greedy_moves(policies):
+    """The E[Q] player skips the records (decide(record=False)); its moves are those of
+    the engine's recorded decisions."""
+    eq = policies["eq:default:8"]
+    seeds = list(range(40, 46))
+    hands, decl, leader = setup_games(seeds, "hand")
+    games = BatchedGames.new(hands, decl, leader)
+    for d in range(6):
+        records, slot = eq.engine.decide(games, seeds, d, torch.as_tensor(seeds))
+        assert records is not None and len(records) == len(seeds)
+        assert torch.equal(eq.decide(games, seeds, d), slot)
+        games = games.play(slot)
+
+
 # ---------------------------------------------------------------------------- statistics
 @pytest.mark.parametrize("df,want", [(1, 12.7062047), (2, 4.3026527), (10, 2.2281389),
                                      (30, 2.0422725), (1e7, 1.9599640)])

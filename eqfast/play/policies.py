@@ -190,7 +190,7 @@ class RulesPolicy:
 # ---------------------------------------------------------------------------- E[Q]
 class EQPolicy:
     """The E[Q] player: `Engine.decide` with uniform world weights and greedy selection
-    (its records are dropped)."""
+    (no records built)."""
 
     cheating = False
 
@@ -210,7 +210,8 @@ class EQPolicy:
     def decide(self, games, seeds, decision):
         seeds = [int(s) for s in seeds]
         with torch.no_grad():
-            _, slot = self.engine.decide(games, seeds, decision, torch.as_tensor(seeds))
+            _, slot = self.engine.decide(games, seeds, decision, torch.as_tensor(seeds),
+                                         record=False)
         return slot
 
 
