@@ -211,6 +211,7 @@ def test_generate_writes_the_correction_and_records_the_setting(tmp_path):
     proc = run_cli("generate", "--out", out, *TINY, "--control-variate", "default",
                    "--cv-samples", "12")
     assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["cv_rows"] > 0
     records, metas = load_records(out)
     assert check_invariants(records) == []
     assert int(records["cv_worlds"].max()) == 12 and bool((records["cv_shift"] != 0).any())

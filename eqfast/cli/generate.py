@@ -524,6 +524,8 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, cv_oracle=None,
                "games_per_s": round(written_games / elapsed, 3) if elapsed else None,
                "oracle_rows": engine.oracle_rows, "world_rows": engine.world_rows,
                "out": str(args.out)}
+    if cv_oracle is not None:              # rows its oracle evaluated (after de-duplication)
+        summary["cv_rows"] = engine.cv_rows
     if args.world_size > 1:
         summary["rank"] = [args.rank, args.world_size]
     print(json.dumps(summary))
