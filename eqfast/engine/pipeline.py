@@ -10,6 +10,8 @@ One step for the G games in flight (every game has 28 decisions, so they stay al
     oracle   on the UNIQUE worlds only              Q [G, N, 7] actor frame
     posterior (optional) prefix_oracle_batch + oracle + backend.posterior_log_weights
     reduce   backend.weighted_moments               E[Q], Var[Q], ESS, u_mean/u_max
+    control  (optional) a cheap oracle on the same  E[Q], Var[Q] corrected, cv_se
+      variate  worlds and on cv_samples worlds      (moments.control_variate_moments)
     select   select_actions                         exploration policy
     record   records_from_step                      schema 2.1 rows (CPU)
     advance  backend.play                           the chosen moves
@@ -366,17 +368,16 @@ class Engine:
         cfg.cv_samples worlds (set B, the same counter-based draws, so A's worlds lead B's
         unless B enumerates). Rows whose A holds every consistent world are exact already
         and keep `main`. Returns (moments, ControlVariate fields of the records)."""
-        G = games.batch_size
-        gid = torch.arange(G, device=self.device)
-        q_same = None
-        for m in (n, self.cfg.cv_samples):
+        gid = torch.arange(games.batch_size, device=self.device)
+
+        def control_on(m):
             sample, q, logw, _ = self._evaluate(games, gid, keys, m, legal, _RowCache(),
                                                 oracle=self.cv_oracle)
             with stage("reduce"):
-                mom = self.backend.weighted_moments(q, legal, logw)
-            if q_same is None:
-                q_same, same = q, mom
-        wide, wide_sample = mom, sample
+                return sample, q, self.backend.weighted_moments(q, legal, logw)
+
+        _, q_same, same = control_on(n)
+        wide_sample, _, wide = control_on(self.cfg.cv_samples)
         corrected = ~enumerated.to(self.device)
         out = control_variate_moments(main, same, wide, legal, corrected)
         with stage("reduce"):
