@@ -8,12 +8,14 @@
 #
 # Steps can be run one at a time (STEP=data-a|data-b|train|eval|arena); each writes under
 # OUT (default runs/s2cv). GAMES games (default 10000), TRAIN_S seconds of training each
-# (default 720, one thread each, the two runs side by side), HANDS arena hands per pair.
+# (default 720, one thread each, the two runs side by side), HANDS arena hands per pair
+# (default 2000) between the two models, the shipped Stage 2 model (83,000 network-label
+# games) and the rules player.
 set -eu
 OUT=${OUT:-runs/s2cv}
 GAMES=${GAMES:-10000}
 TRAIN_S=${TRAIN_S:-720}
-HANDS=${HANDS:-4000}
+HANDS=${HANDS:-2000}
 STEP=${STEP:-all}
 mkdir -p "$OUT"
 
@@ -47,7 +49,7 @@ if step eval; then
   done | tee "$OUT/eval.txt"
 fi
 if step arena; then
-  eqfast-arena --policies "stage2:$OUT/model_exact_cv/best.safetensors,stage2:$OUT/model_network/best.safetensors,rules" \
+  eqfast-arena --policies "stage2:$OUT/model_exact_cv/best.safetensors,stage2:$OUT/model_network/best.safetensors,stage2,rules" \
     --hands "$HANDS" --seed-start 1000000 --threads 1 --quiet --out "$OUT/arena.json" \
     | tee "$OUT/arena.txt"      # deals from seed 1,000,000: none of them was trained on
 fi
