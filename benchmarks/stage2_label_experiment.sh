@@ -7,14 +7,15 @@
 #   B: the shipped network alone, N = 100: total RMSE ~3.0 points, most of it bias
 #
 # Steps can be run one at a time (STEP=data-a|data-b|train|eval|arena); each writes under
-# OUT (default runs/s2cv). GAMES games (default 10000), TRAIN_S seconds of training each
-# (default 720, one thread each, the two runs side by side), HANDS arena hands per pair
+# OUT (default runs/s2cv). GAMES games (default 10000), STEPS optimizer steps of 256 records
+# for each model (default 4000; steps, not seconds, so the machine's load cannot favour
+# either), HANDS arena hands per pair
 # (default 2000) between the two models, the shipped Stage 2 model (83,000 network-label
 # games) and the rules player.
 set -eu
 OUT=${OUT:-runs/s2cv}
 GAMES=${GAMES:-10000}
-TRAIN_S=${TRAIN_S:-720}
+STEPS=${STEPS:-4000}
 HANDS=${HANDS:-2000}
 STEP=${STEP:-all}
 mkdir -p "$OUT"
@@ -29,11 +30,12 @@ if step data-b; then
     --oracle default --n-samples 100 --threads 1 --quiet
 fi
 if step train; then
-  # the shipped model's recipe (docs/STAGE2.md) on a time budget
-  for data in exact_cv network; do
+  # the shipped model's recipe (docs/STAGE2.md) for STEPS steps; DATA=exact_cv or network
+  # trains one of the two
+  for data in ${DATA:-exact_cv network}; do
     python -m eqfast.cli.train_stage2 --data "$OUT/$data" --run "$OUT/model_$data" \
-      --loss nll --centered-weight 1 --lr 2e-3 --warmup 300 --time-budget "$TRAIN_S" \
-      --steps 200000 --eval-every 500 --val-rows 10000 --threads 1 --quiet \
+      --loss nll --centered-weight 1 --lr 2e-3 --warmup 300 --steps "$STEPS" \
+      --eval-every 500 --val-rows 10000 --threads 1 --quiet \
       > "$OUT/train_$data.log" 2>&1 &
   done
   wait
