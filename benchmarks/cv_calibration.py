@@ -17,6 +17,7 @@ import sys
 import torch
 
 from eqfast.analysis.validation import run_decisions, trick_of
+from eqfast.data.schema import label_variance
 from eqfast.data.shards import load_records, run_metadata
 from eqfast.oracle.exact import ExactOracle
 
@@ -30,8 +31,7 @@ def calibration(root: str, reference_worlds: int, threads: int) -> dict:
                         seed=int(meta["run_seed"]) + 1, n_samples=reference_worlds)
     legal = records["legal_mask"]
     corrected = (records["cv_worlds"] > 0)[:, None] & legal
-    se_ref2 = torch.where(ref["enumerated"][:, None], 0.0,
-                          ref["e_q_var"].double() / ref["ess"].double()[:, None])
+    se_ref2 = label_variance(ref)
     plain2 = records["e_q_var"].double() / records["ess"].double()[:, None]
     err = records["e_q_mean"].double() - ref["e_q_mean"].double()
     z = err / (records["cv_se"].double() ** 2 + se_ref2).sqrt()

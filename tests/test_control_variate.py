@@ -253,7 +253,7 @@ def test_cv_samples_alone_is_a_warning(tmp_path):
 
 def test_stage2_and_recompute_read_the_corrected_labels_standard_error():
     """Downstream users of a label's noise take cv_se where the correction applies."""
-    from eqfast.analysis.validation import _std_err2
+    from eqfast.data.schema import label_variance
     from eqfast.stage2.data import prepare_rows
 
     r = Engine(HashOracle(), EngineConfig(n_samples=4, cv_samples=16),
@@ -264,4 +264,5 @@ def test_stage2_and_recompute_read_the_corrected_labels_standard_error():
     torch.testing.assert_close(s2[applied], r["cv_se"][applied] ** 2)
     exact = r["enumerated"][:, None] & r["legal_mask"]      # every world: no noise at all
     assert bool(exact.any()) and bool((s2[exact] == 0).all())
-    torch.testing.assert_close(_std_err2(r)[applied], r["cv_se"].double()[applied] ** 2)
+    torch.testing.assert_close(label_variance(r, ess_offset=1.0)[applied],
+                               r["cv_se"].double()[applied] ** 2)

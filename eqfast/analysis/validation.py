@@ -13,7 +13,8 @@ that single decision. Three checks build on this:
     legal move
 
         z = (E_fresh - E_rec) / sqrt(se_rec^2 + se_fresh^2 + SE_FLOOR^2),
-        se^2 = Var / max(ESS - 1, 1)
+        se^2 = Var / max(ESS - 1, 1)   (cv_se^2 where a control variate corrected the
+                                        label: `schema.label_variance`)
 
     Var/ESS is the squared standard error of a weighted mean of ESS independent draws; the
     recorded Var is the weighted population variance, which underestimates the spread by a
@@ -77,7 +78,7 @@ from dataclasses import fields as dc_fields
 import numpy as np
 import torch
 
-from ..data.schema import DecisionRecords
+from ..data.schema import DecisionRecords, label_variance
 from ..rules.batched import BatchedGames
 from ..rules.deal import deal_from_seed
 from ..rules.tables import N_SEATS
@@ -214,21 +215,13 @@ def run_decisions(records: DecisionRecords, oracle, metadata: dict, *, seed: int
     return fresh
 
 
-def _std_err2(r: DecisionRecords) -> torch.Tensor:
-    """Squared standard error [R, 7] of E[Q]: Var/(ESS-1), or cv_se² where a control variate
-    corrected it; 0 for enumerated decisions."""
-    se2 = r["e_q_var"].double() / (r["ess"].double() - 1.0).clamp(min=1.0)[:, None]
-    if "cv_se" in r:
-        se2 = torch.where((r["cv_worlds"] > 0)[:, None], r["cv_se"].double() ** 2, se2)
-    return torch.where(r["enumerated"][:, None], torch.zeros_like(se2), se2)
-
-
 # ---------------------------------------------------------------------------- (a) recompute
 def recompute_z(records: DecisionRecords, fresh: DecisionRecords) -> torch.Tensor:
     """z [R, 7] float64 per slot (NaN at illegal slots); see the module doc."""
     legal = records["legal_mask"]
     diff = fresh["e_q_mean"].double() - records["e_q_mean"].double()
-    den = torch.sqrt(_std_err2(records) + _std_err2(fresh) + SE_FLOOR ** 2)
+    den = torch.sqrt(label_variance(records, ess_offset=1.0)
+                     + label_variance(fresh, ess_offset=1.0) + SE_FLOOR ** 2)
     z = torch.where(legal, diff, torch.zeros_like(diff)) / den
     return torch.where(legal, z, torch.full_like(z, float("nan")))
 
@@ -437,12 +430,6 @@ def exact_metrics(rows: torch.Tensor, legal, rec, sam, ref, floor2, ref_floor2, 
     }
 
 
-def _floor2(r: DecisionRecords) -> torch.Tensor:
-    """Squared standard error Var/ESS [R, 7] of E[Q]; 0 for enumerated decisions."""
-    se2 = r["e_q_var"].double() / r["ess"].double().clamp(min=1.0)[:, None]
-    return torch.where(r["enumerated"][:, None], torch.zeros_like(se2), se2)
-
-
 def exact_report(records: DecisionRecords, same: DecisionRecords, ref: DecisionRecords,
                  rec_again: DecisionRecords | None = None, indices=None) -> dict:
     """Label error of the records against exact E[Q], per trick and overall (module doc).
@@ -456,7 +443,7 @@ def exact_report(records: DecisionRecords, same: DecisionRecords, ref: DecisionR
     rec, sam, ex = (r["e_q_mean"].double() for r in (records, same, ref))
     rec_worlds = rec_again if rec_again is not None and "world_q" in rec_again else records
     world_sq = _world_sq_error(rec_worlds, same)
-    floor2, ref_floor2 = _floor2(same), _floor2(ref)
+    floor2, ref_floor2 = label_variance(same), label_variance(ref)
     choice = {"rec": greedy_slot(rec, legal), "same": greedy_slot(sam, legal)}
     args = (legal, rec, sam, ex, floor2, ref_floor2, world_sq, choice)
     trick = trick_of(records)

@@ -117,6 +117,19 @@ def split_of_seed(seeds) -> torch.Tensor:
     return torch.as_tensor(split.astype(np.int8))
 
 
+def label_variance(records: "DecisionRecords", ess_offset: float = 0.0) -> torch.Tensor:
+    """[R, 7] float64: the sampling variance of each e_q_mean, points²: cv_se² where a
+    control variate corrected it, else e_q_var / (ess - ess_offset) (the variance of a
+    weighted mean of worlds; the divisor clamped at 1, ess_offset 1 for the small-sample
+    form), and 0 where every consistent world was enumerated (the label is then exact given
+    its oracle). Padding and illegal slots carry whatever e_q_var holds there (0 / the
+    oracle's)."""
+    se2 = records["e_q_var"].double() / (records["ess"].double() - ess_offset).clamp(min=1.0)[:, None]
+    if "cv_se" in records:
+        se2 = torch.where((records["cv_worlds"] > 0)[:, None], records["cv_se"].double() ** 2, se2)
+    return torch.where(records["enumerated"][:, None], torch.zeros_like(se2), se2)
+
+
 class DecisionRecords:
     """A batch of decision records: one tensor per schema field, all with R rows.
 

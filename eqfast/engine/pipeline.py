@@ -369,9 +369,12 @@ class Engine:
         unless B enumerates). Rows whose A holds every consistent world are exact already
         and keep `main`. Returns (moments, ControlVariate fields of the records)."""
         gid = torch.arange(games.batch_size, device=self.device)
+        # one row cache for both sets: B's worlds that are A's (by rank) are not evaluated
+        # again, as in the adaptive rounds
+        cache = _RowCache()
 
         def control_on(m):
-            sample, q, logw, _ = self._evaluate(games, gid, keys, m, legal, _RowCache(),
+            sample, q, logw, _ = self._evaluate(games, gid, keys, m, legal, cache,
                                                 oracle=self.cv_oracle)
             with stage("reduce"):
                 return sample, q, self.backend.weighted_moments(q, legal, logw)

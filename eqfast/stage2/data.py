@@ -11,6 +11,7 @@ Per record (docs/DATASET.md, schema 2.1):
                               cv_se² where a control variate corrected the label; 0 where
                               every consistent world was enumerated (the label is exact
                               given the oracle) and at illegal slots
+                              (`schema.label_variance`)
     legal    bool [R, 7]      legal_mask
     weight   float32 [R]      the decision's weight in the loss: 1, or `forced_weight` for a
                               forced decision (one legal move: nothing to choose, and its
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from ..data.schema import DecisionRecords
+from ..data.schema import DecisionRecords, label_variance
 from ..data.shards import ShardError, load_records, split_shards
 
 #: default loss weight of a decision with one legal move (docs/STAGE2.md)
@@ -39,11 +40,7 @@ def prepare_rows(records: DecisionRecords, forced_weight: float = FORCED_WEIGHT)
     """The compact tensors above, from records of any split."""
     legal = records["legal_mask"].clone()
     q = torch.where(legal, records["e_q_mean"], torch.zeros_like(records["e_q_mean"]))
-    ess = records["ess"].clamp(min=1.0)[:, None]
-    exact = records["enumerated"][:, None]
-    s2 = torch.where(legal & ~exact, records["e_q_var"] / ess, torch.zeros_like(q))
-    if "cv_se" in records:
-        s2 = torch.where((records["cv_worlds"] > 0)[:, None], records["cv_se"] ** 2, s2)
+    s2 = torch.where(legal, label_variance(records).float(), torch.zeros_like(q))
     forced = legal.sum(1) == 1
     weight = torch.where(forced, torch.full(forced.shape, float(forced_weight)),
                          torch.ones(forced.shape))
