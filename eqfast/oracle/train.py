@@ -90,6 +90,53 @@ class TrainConfig:
 LOSS_EVERY = 50
 
 
+class StepClock:
+    """The step bookkeeping of a training loop (this trainer's and Stage 2's): the wall time
+    trained across resumes, the step to stop before (cfg.steps, cfg.stop_at, or now if the
+    time budget is already spent), the progress bar over this session's steps, and after
+    each step whether the run ends and whether to evaluate; the loss is read back (a device
+    wait) every LOSS_EVERY steps and at evaluations only.
+
+    cfg needs steps, stop_at, time_budget and eval_every."""
+
+    def __init__(self, cfg, step: int, wall_trained: float, name: str, log, show: bool = True):
+        from ..utils.progress import Progress
+
+        self.cfg = cfg
+        self._t0, self._wall0 = time.perf_counter(), wall_trained
+        self.end = cfg.steps if cfg.stop_at is None else min(cfg.steps, cfg.stop_at)
+        if cfg.time_budget is not None and wall_trained >= cfg.time_budget:
+            log(f"the time budget of {cfg.time_budget:.0f} s is spent "
+                f"({wall_trained:.0f} s trained)")
+            self.end = step
+        # a time budget ends the run before --steps: no step total (nor an ETA) to show then
+        timed = cfg.time_budget is not None
+        self.bar = Progress(total=None if timed else max(0, self.end - step),
+                            desc=f"{name} (from step {step}, {cfg.time_budget:.0f} s budget)"
+                            if timed else f"{name} (steps {step}..{self.end})",
+                            unit="steps", disable=not show)
+        self.loss = float("nan")       # the last loss read back
+        self.out_of_time = False
+
+    def wall(self) -> float:
+        """Seconds trained, earlier sessions of the run included."""
+        return self._wall0 + time.perf_counter() - self._t0
+
+    def after_step(self, step: int, loss: torch.Tensor) -> tuple[bool, bool]:
+        """(last, evaluate) once `step` steps are done; advances the bar, reads the loss
+        when due (self.loss) and notes a spent time budget (self.out_of_time)."""
+        cfg = self.cfg
+        self.out_of_time = cfg.time_budget is not None and self.wall() >= cfg.time_budget
+        last = step == self.end or self.out_of_time
+        evaluate = step % cfg.eval_every == 0 or last
+        if step % LOSS_EVERY == 0 or evaluate:
+            self.loss = loss.item()
+            self.bar.update(1, loss=self.loss)
+        else:
+            self.bar.update(1)
+        return last, evaluate
+
+
 class Ranks:
     """This process's place among the ranks torchrun started (one rank without torchrun)."""
 
@@ -279,8 +326,6 @@ def load_init(network, path, arch: dict) -> None:
 # ------------------------------------------------------------------ the loop
 def train(cfg: TrainConfig, log=print) -> dict:
     """Train (or resume) per `cfg`; returns the last evaluation's metrics."""
-    from ..utils.progress import Progress
-
     if cfg.precision not in ("fp32", "bf16"):
         raise ValueError(f"precision must be fp32 or bf16, got {cfg.precision!r}")
     if cfg.value_weight > 0 and not cfg.arch.get("value_head"):
@@ -345,21 +390,9 @@ def train(cfg: TrainConfig, log=print) -> dict:
         f"{len(val_rows['q'])} val rows from {len(cache.parts)} shards", flush=True)
 
     metrics: dict = {}
-    t_start, wall0 = time.perf_counter(), state["wall_s"]
-    wall = lambda: wall0 + time.perf_counter() - t_start  # noqa: E731
-    end = cfg.steps if cfg.stop_at is None else min(cfg.steps, cfg.stop_at)
-    if cfg.time_budget is not None and wall0 >= cfg.time_budget:
-        log(f"the time budget of {cfg.time_budget:.0f} s is spent ({wall0:.0f} s trained)")
-        end = step
-    # This session's steps only, so the rate and ETA stay right after a resume.
-    # a time budget ends the run before --steps: no step total (nor an ETA) to show then
-    timed = cfg.time_budget is not None
-    bar = Progress(total=None if timed else max(0, end - step),
-                   desc=f"train-oracle (from step {step}, {cfg.time_budget:.0f} s budget)" if timed
-                   else f"train-oracle (steps {step}..{end})",
-                   unit="steps", disable=not ranks.main)
+    clock = StepClock(cfg, step, state["wall_s"], "train-oracle", log, show=ranks.main)
     network.train()
-    while step < end:
+    while step < clock.end:
         if cfg.follow and step % cfg.reload_every == 0 and step > 0:
             added = cache.refresh()
             if added:
@@ -379,7 +412,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
         slots = train_rows["slots"][idx].to(device).long()
         q = train_rows["q"][idx].to(device)
         for g in optimizer.param_groups:
-            g["lr"] = lr_at(cfg, step, wall())
+            g["lr"] = lr_at(cfg, step, clock.wall())
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
             if cfg.value_weight > 0:
                 pred, value = network.forward_with_value(codes, slots)
@@ -394,27 +427,21 @@ def train(cfg: TrainConfig, log=print) -> dict:
         optimizer.step()
         step += 1
         state["rows_seen"] += cfg.batch
-        out_of_time = cfg.time_budget is not None and wall() >= cfg.time_budget
-        last = step == end or out_of_time
-        evaluate = step % cfg.eval_every == 0 or last
-        if step % LOSS_EVERY == 0 or evaluate:
-            loss_value = loss.item()
-            bar.update(1, loss=loss_value)
-        else:
-            bar.update(1)
+        last, evaluate = clock.after_step(step, loss)
         if not ranks.main:
             continue
         if evaluate:
             metrics = evaluate_rows(network, val_rows, device)
-            state["wall_s"] = wall0 + time.perf_counter() - t_start
+            state["wall_s"] = clock.wall()
             point = {"step": step, "rows_seen": state["rows_seen"], "train_rows": n,
-                     "wall_s": round(state["wall_s"], 1), "train_loss": loss_value,
+                     "wall_s": round(state["wall_s"], 1), "train_loss": clock.loss,
                      **{k: metrics[k] for k in ("loss", "q_mae", "q_gap", "q_gap_multi",
                                                 "accuracy", "blunder_rate")}}
             state["history"].append(point)
             atomic_write_text(run / "history.jsonl",
                               "".join(json.dumps(h) + "\n" for h in state["history"]))
-            bar.set_postfix(loss=loss_value, val_gap=metrics["q_gap"], val_mae=metrics["q_mae"])
+            clock.bar.set_postfix(loss=clock.loss, val_gap=metrics["q_gap"],
+                                  val_mae=metrics["q_mae"])
             train_info = {"seed": cfg.seed, "step": step, "rows_seen": state["rows_seen"],
                           "train_rows": n, "wall_s": round(state["wall_s"], 1),
                           "batch": cfg.batch, "lr": cfg.lr, "data": str(cfg.data),
@@ -430,12 +457,12 @@ def train(cfg: TrainConfig, log=print) -> dict:
                 state["best_q_gap"] = metrics["q_gap"]
                 save_weights(run / "best.safetensors", network, cfg.arch, dh, val_metrics, train_info)
         if step % cfg.ckpt_every == 0 or last:
-            state["wall_s"] = wall0 + time.perf_counter() - t_start
+            state["wall_s"] = clock.wall()
             save_checkpoint(ckpt, network, optimizer, step, state)
-        if out_of_time:
+        if clock.out_of_time:
             log(f"time budget of {cfg.time_budget:.0f} s spent at step {step}", flush=True)
             break
-    bar.close()
+    clock.bar.close()
     # the DDP reducer holds the process group's work threads: free it before the group
     # (destroying the group under a live reducer aborted a rank at exit on a loaded machine)
     del forward

@@ -35,13 +35,12 @@ from __future__ import annotations
 import json
 import math
 import platform
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from ..oracle.train import load_checkpoint, lr_at, save_checkpoint
+from ..oracle.train import StepClock, load_checkpoint, lr_at, save_checkpoint
 from ..rules.deal import mix_seed
 from ..utils.atomic import atomic_write_text
 from .data import FORCED_WEIGHT, data_card, data_hash, load_split, prepare_rows
@@ -51,8 +50,6 @@ from .model import DEFAULT_CONFIG, Q_SCALE, build_model, check_config, count_par
 from .weights import save_stage2
 
 LOSSES = ("mse", "nll")
-#: Steps between reads of the loss (each read waits for the device).
-LOSS_EVERY = 50
 #: arguments a resumed run must share with the checkpoint (the others may change)
 RESUME_KEYS = ("arch", "loss", "forced_weight", "centered_weight", "steps", "batch", "lr",
                "weight_decay", "warmup", "min_lr_frac", "seed", "time_budget")
@@ -150,8 +147,6 @@ def evaluate_rows(model, rows: dict, device, loss: str, centered_weight: float =
 
 def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     """Train (or resume) per `cfg`; returns the last evaluation's metrics."""
-    from ..utils.progress import Progress
-
     check_train_config(cfg)
     run = Path(cfg.run)
     device = torch.device(cfg.device)
@@ -191,26 +186,14 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else machine()
 
     metrics: dict = {}
-    t_start, wall0 = time.perf_counter(), state["wall_s"]
-    wall = lambda: wall0 + time.perf_counter() - t_start  # noqa: E731
-    end = cfg.steps if cfg.stop_at is None else min(cfg.steps, cfg.stop_at)
-    if cfg.time_budget is not None and wall0 >= cfg.time_budget:
-        log(f"the time budget of {cfg.time_budget:.0f} s is spent ({wall0:.0f} s trained)")
-        end = step
-    # a time budget ends the run before --steps: no step total (nor an ETA) to show then
-    timed = cfg.time_budget is not None
-    bar = Progress(total=None if timed else max(0, end - step),
-                   desc=f"train-stage2 (from step {step}, {cfg.time_budget:.0f} s budget)" if timed
-                   else f"train-stage2 (steps {step}..{end})",
-                   unit="steps", disable=not progress)
+    clock = StepClock(cfg, step, state["wall_s"], "train-stage2", log, show=progress)
     model.train()
-    loss_value = float("nan")
-    while step < end:
+    while step < clock.end:
         gen = torch.Generator().manual_seed(mix_seed(cfg.seed, step))
         idx = torch.randint(n, (cfg.batch,), generator=gen)
         batch = _batch(train_rows, idx, device)
         for g in optimizer.param_groups:
-            g["lr"] = lr_at(cfg, step, wall())
+            g["lr"] = lr_at(cfg, step, clock.wall())
         mu, log_var = model(batch["tokens"].long(), batch["lengths"])
         loss = stage2_loss(mu, log_var, batch, cfg.loss, cfg.centered_weight)
         optimizer.zero_grad(set_to_none=True)
@@ -218,25 +201,19 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
         optimizer.step()
         step += 1
         state["records_seen"] += cfg.batch
-        out_of_time = cfg.time_budget is not None and wall() >= cfg.time_budget
-        last = step == end or out_of_time
-        evaluate = step % cfg.eval_every == 0 or last
-        if step % LOSS_EVERY == 0 or evaluate:
-            loss_value = loss.item()
-            bar.update(1, loss=loss_value)
-        else:
-            bar.update(1)
+        last, evaluate = clock.after_step(step, loss)
         if evaluate:
             metrics = evaluate_rows(model, val_rows, device, cfg.loss, cfg.centered_weight)
-            state["wall_s"] = wall()
+            state["wall_s"] = clock.wall()
             point = {"step": step, "records_seen": state["records_seen"],
-                     "wall_s": round(state["wall_s"], 1), "train_loss": loss_value,
+                     "wall_s": round(state["wall_s"], 1), "train_loss": clock.loss,
                      **{k: metrics[k] for k in ("loss", "mse", "mae", "agreement", "regret")}}
             state["history"].append(point)
             atomic_write_text(run / "history.jsonl",
                               "".join(json.dumps(h) + "\n" for h in state["history"]))
-            bar.set_postfix(loss=loss_value, val_mse=metrics["mse"], val_regret=metrics["regret"])
-            log(f"step {step}: train loss {loss_value:.5f}, val MSE {metrics['mse']:.3f} "
+            clock.bar.set_postfix(loss=clock.loss, val_mse=metrics["mse"],
+                                  val_regret=metrics["regret"])
+            log(f"step {step}: train loss {clock.loss:.5f}, val MSE {metrics['mse']:.3f} "
                 f"MAE {metrics['mae']:.3f} agreement {metrics['agreement']:.4f} regret "
                 f"{metrics['regret']:.4f}", flush=True)
             train_info = {"seed": cfg.seed, "step": step, "steps": cfg.steps,
@@ -251,10 +228,10 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
                 state["best_regret"] = metrics["regret"]
                 save_stage2(run / "best.safetensors", model, cfg.arch, dh, val_metrics, train_info)
         if step % cfg.ckpt_every == 0 or last:
-            state["wall_s"] = wall()
+            state["wall_s"] = clock.wall()
             save_checkpoint(ckpt, model, optimizer, step, state)
-        if out_of_time:
+        if clock.out_of_time:
             log(f"time budget of {cfg.time_budget:.0f} s spent at step {step}", flush=True)
             break
-    bar.close()
+    clock.bar.close()
     return metrics
