@@ -38,6 +38,26 @@ def quiet_on_closed_stdout(main):
     return wrapper
 
 
+def records_dir_problem(data, splits) -> str | None:
+    """Why `data` is not an eqfast-generate output with shards in each of `splits` (None
+    if it is), as a --data message."""
+    from pathlib import Path
+
+    from ..data.shards import ShardError, split_shards
+
+    root = Path(data)
+    if not root.is_dir():
+        return f"--data {data}: no such directory"
+    for split in splits:
+        try:
+            if not split_shards(root / split):
+                return (f"--data {data}: no shards in {root / split} (expected the output of "
+                        "eqfast-generate --out DIR)")
+        except ShardError as e:
+            return f"--data {e}"
+    return None
+
+
 def device_problem(device: str) -> str | None:
     """Why --device cannot be used here (None if it can)."""
     try:

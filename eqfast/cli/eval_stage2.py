@@ -19,7 +19,8 @@ import time
 
 import torch
 
-from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
+from .common import (HelpFormatter, device_problem, quiet_on_closed_stdout,
+                     records_dir_problem)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,10 +48,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_args(a) -> str | None:
     """The first problem with the arguments, or None."""
-    from pathlib import Path
-
-    from ..data.shards import ShardError, split_shards
-
     for name in ("speed_batch", "threads", "max_records"):
         value = getattr(a, name)
         if value is not None and value < 1:
@@ -58,16 +55,7 @@ def check_args(a) -> str | None:
     problem = device_problem(a.device)
     if problem is not None:
         return problem
-    root = Path(a.data)
-    if not root.is_dir():
-        return f"--data {a.data}: no such directory"
-    try:
-        if not split_shards(root / a.split):
-            return (f"--data {a.data}: no shards in {root / a.split} (expected the output of "
-                    "eqfast-generate --out DIR)")
-    except ShardError as e:
-        return f"--data {e}"
-    return None
+    return records_dir_problem(a.data, (a.split,))
 
 
 @quiet_on_closed_stdout

@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from .common import HelpFormatter, device_problem
+from .common import HelpFormatter, device_problem, records_dir_problem
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,10 +77,6 @@ def build_parser() -> argparse.ArgumentParser:
 def check_args(a) -> str | None:
     """The first problem with the arguments or the data directory, or None (found before
     the run directory is created)."""
-    from pathlib import Path
-
-    from ..data.shards import ShardError, split_shards
-
     for name in ("d_model", "layers", "heads", "d_ff", "steps", "batch", "eval_every",
                  "ckpt_every", "val_rows", "threads"):
         if getattr(a, name) < 1:
@@ -104,17 +100,7 @@ def check_args(a) -> str | None:
     problem = device_problem(a.device)
     if problem is not None:
         return problem
-    root = Path(a.data)
-    if not root.is_dir():
-        return f"--data {a.data}: no such directory"
-    for split in ("train", "val"):
-        try:
-            if not split_shards(root / split):
-                return (f"--data {a.data}: no shards in {root / split} (expected the output "
-                        "of eqfast-generate --out DIR)")
-        except ShardError as e:
-            return f"--data {e}"
-    return None
+    return records_dir_problem(a.data, ("train", "val"))
 
 
 def main(argv=None) -> int:
