@@ -48,6 +48,13 @@ CONFIGS = {
     "exact-by-trick+cv-accurate": ["--oracle", "exact", "--n-by-trick",
                                    "25,50,100,100,100,100,100", "--control-variate", "accurate",
                                    "--cv-samples", "400"],
+    # adaptive on the corrected mean's standard error (cv_se), doubling from the budgets
+    "exact-by-trick+cv+sem1.5": ["--oracle", "exact", "--n-by-trick", "25,50,100,100,100,100,100",
+                                 "--control-variate", "default", "--cv-samples", "400",
+                                 "--sem", "1.5", "--max-samples", "200"],
+    "exact-lean+cv+sem1.5": ["--oracle", "exact", "--n-by-trick", "10,25,50,50,50,50,50",
+                             "--control-variate", "default", "--cv-samples", "400",
+                             "--sem", "1.5", "--max-samples", "200"],
 }
 SEED_START = 880_000_000
 COMMON = ["--games", "24", "--games-per-batch", "24", "--n-samples", "100",
@@ -107,6 +114,8 @@ def measure(name: str, out: Path, max_enumerate: int, seed_start: int = SEED_STA
     return {"config": name, "flags": flags, "seed_start": seed_start,
             "games_per_s_1": one["games_per_s"],
             "games_per_s_2": two["games_per_s"], "validate_s": round(time.perf_counter() - t0),
+            # the work, independent of the machine's load: rows each oracle evaluated
+            "oracle_rows": one["oracle_rows"], "cv_rows": one.get("cv_rows", 0),
             "exact": report}
 
 

@@ -166,11 +166,75 @@ def test_engine_counts_the_control_rows_apart():
     assert engine.oracle_rows == main.rows and engine.cv_rows == control.rows > main.rows
 
 
+class NoisyOracle:
+    """HashOracle plus a smaller, differently phased hash of the position: a control oracle
+    correlated with HashOracle but not equal to it up to a constant."""
+
+    def __init__(self):
+        self.inner = HashOracle()
+
+    def query(self, b):
+        q, legal = self.inner.query(b)
+        x = (b.hands.clamp(min=0).double() * torch.arange(3, 10)).sum((1, 2))
+        noise = 4 * torch.sin(x[:, None] * 1.913 + 2 * torch.arange(7))
+        return q + noise.float(), legal
+
+
+ADAPTIVE = dict(n_samples=4, cv_samples=64, sem=2.0, max_samples=32, seed=3)
+
+
+def test_adaptive_control_variate_stops_each_game_at_its_target():
+    """--sem with a control variate doubles N until every corrected legal move's cv_se is
+    at most the target, or N reaches max_samples; both kinds of stop occur here."""
+    r = Engine(HashOracle(), EngineConfig(**ADAPTIVE), cv_oracle=NoisyOracle()).play(range(6))
+    assert check_invariants(r) == []
+    corrected = r["cv_worlds"] > 0
+    met = ((r["cv_se"] <= ADAPTIVE["sem"]) | ~r["legal_mask"]).all(1)
+    assert bool((met | (r["n_worlds"] == ADAPTIVE["max_samples"]) | ~corrected).all())
+    grew = corrected & (r["n_worlds"] > ADAPTIVE["n_samples"])
+    assert bool((grew & met).any()) and bool((corrected & ~grew).any())
+    assert bool((corrected & (r["n_worlds"] == ADAPTIVE["max_samples"]) & ~met).any())
+    # the control's worlds stay cv_samples (fewer where they are every consistent one)
+    assert int(r["cv_worlds"].max()) == ADAPTIVE["cv_samples"]
+
+
+def test_adaptive_control_variate_equals_a_fixed_run_at_each_games_final_worlds():
+    """Counter-based draws make a game's first n worlds the same at every size, and the
+    control oracle's wide worlds the same in every round: a game that stopped at n worlds
+    has the labels of a run with N = n, bit for bit."""
+    seeds = list(range(10, 18))
+    engine = Engine(HashOracle(), EngineConfig(**ADAPTIVE), cv_oracle=NoisyOracle())
+    adaptive, _ = engine.decide(engine.new_games(seeds), seeds, 0, torch.tensor(seeds))
+    sizes = adaptive["n_worlds"].tolist()
+    assert len(set(sizes)) > 1, sizes
+    for i, (seed, n) in enumerate(zip(seeds, sizes)):
+        fixed_cfg = EngineConfig(**{**ADAPTIVE, "n_samples": n, "sem": None})
+        fixed = Engine(HashOracle(), fixed_cfg, cv_oracle=NoisyOracle())
+        one, _ = fixed.decide(fixed.new_games([seed]), [seed], 0, torch.tensor([seed]))
+        for name in ("e_q_mean", "e_q_var", "cv_shift", "cv_se", "cv_worlds", "n_worlds"):
+            assert torch.equal(one[name][0], adaptive[name][i]), (seed, n, name)
+
+
+def test_adaptive_rounds_past_the_control_worlds_stop_the_correction():
+    """Where the doubling takes N past cv_samples the control's wide worlds are the
+    oracle's own: no shift, and cv_se is the plain standard error of those worlds."""
+    cfg = EngineConfig(n_samples=4, cv_samples=8, sem=0.5, max_samples=32, seed=3)
+    r = Engine(HashOracle(), cfg, cv_oracle=NoisyOracle()).play([5, 6])
+    assert check_invariants(r) == []
+    past = (r["cv_worlds"] > 0) & (r["n_worlds"] > 8)
+    assert bool(past.any())
+    assert torch.equal(r["cv_worlds"][past], r["n_worlds"][past])
+    legal = r["legal_mask"] & past[:, None]
+    torch.testing.assert_close(r["cv_shift"][legal], torch.zeros_like(r["cv_shift"][legal]),
+                               rtol=0, atol=1e-5)
+    plain = (r["e_q_var"] / r["ess"][:, None]).sqrt()
+    torch.testing.assert_close(r["cv_se"][legal], plain[legal], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("change,needle", [
     (dict(cv_samples=5), "at least"),
     (dict(n_by_trick=(5, 5, 50, 5, 5, 5, 5)), "at least"),
     (dict(posterior=PosteriorConfig()), "posterior"),
-    (dict(sem=1.0), "sem"),
     (dict(store_worlds=True), "store_worlds"),
     (dict(q_pdf=True), "q_pdf"),
 ])

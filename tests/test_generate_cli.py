@@ -243,6 +243,16 @@ def test_cpu_default_labels_are_exact_with_budgets_by_trick(tmp_path, capsys):
     _, (meta, *_) = load_records(tmp_path / "b")
     assert meta["oracle"]["name"] == "exact" and meta["n_by_trick"] is None and meta["n_samples"] == 6
     assert meta["control_variate"]["name"] == "default"
+    # --sem doubles from the budgets, on the corrected mean's standard error
+    assert main(["--out", str(tmp_path / "s"), *args, "--sem", "1.5", "--max-samples", "200"]) == 0
+    records, (meta, *_) = load_records(tmp_path / "s")
+    assert meta["n_by_trick"] == [25, 50, 100, 100, 100, 100, 100]
+    assert meta["adaptive"] == {"sem": 1.5, "max_samples": 200}
+    assert meta["control_variate"]["name"] == "default"
+    corrected = records["cv_worlds"] > 0
+    assert bool((records["n_worlds"][corrected] > 100).any())
+    met = ((records["cv_se"] <= 1.5) | ~records["legal_mask"]).all(1)
+    assert bool((met | (records["n_worlds"] == 200) | ~corrected).all())
     assert main(["--out", str(tmp_path / "c"), *args, "--n-samples", "6", "--exact-tricks", "2"]) == 0
     _, (meta, *_) = load_records(tmp_path / "c")
     assert meta["oracle"]["name"] == "default" and meta["oracle"]["exact_tricks"] == 2

@@ -93,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "cost per row), 'exact' (the solver), or a path to oracle weights "
                         "(.safetensors). When left out: on CUDA 'accurate'; on the CPU (reference "
                         "pipeline) 'exact', with world budgets by trick 25,50,100,100,100,100,100 "
-                        "unless --n-samples, --n-by-trick, --sem or --store-worlds says otherwise, "
+                        "(where --sem starts doubling) unless --n-samples, --n-by-trick or "
+                        "--store-worlds says otherwise, "
                         "and the shipped network as --control-variate: unbiased labels with the "
                         "error of ~100 exact worlds at 3.6 games/s a core (README, 'Choosing "
                         "the labels')")
@@ -131,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "a trick-3 one); reference pipeline, not with --store-worlds")
     s.add_argument("--sem", type=float, default=None,
                    help="adaptive: keep doubling N until every legal move's standard error is "
-                        "below this many points (or --max-samples)")
+                        "below this many points (or --max-samples); with --control-variate, the "
+                        "corrected mean's standard error (cv_se)")
     s.add_argument("--max-samples", type=int, default=800, help="adaptive: most worlds per decision")
     s.add_argument("--control-variate", default=None, metavar="ORACLE",
                    help="correct the oracle's E[Q] and Var[Q] with a cheaper, correlated one "
@@ -140,11 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "N worlds. Unbiased for the oracle's E[Q]; for the exact oracle and the "
                         "default network the sampling variance drops ~4x at the same solves "
                         "(docs/DATASET.md, 'Control variate'). Reference pipeline; uniform "
-                        "weights (no --posterior, --sem, --store-worlds or --q-pdf). 'default' "
+                        "weights (no --posterior, --store-worlds or --q-pdf). 'default' "
                         "when --oracle is left out on the CPU (see --oracle); 'none' turns "
                         "it off")
     s.add_argument("--cv-samples", type=int, default=400,
-                   help="worlds per decision of the --control-variate oracle (at least N)")
+                   help="worlds per decision of the --control-variate oracle (at least N; "
+                        "where --sem doubles N past it, the correction stops: the oracle's "
+                        "own N worlds then)")
 
     q = p.add_argument_group("posterior weighting (eqfast/engine/posterior.py)")
     q.add_argument("--posterior", action="store_true", help="weight worlds by transcript likelihood")
@@ -292,9 +296,10 @@ DEFAULT_N = 100
 def apply_default_labels(args) -> None:
     """Fill in the oracle and the worlds the user left out: on CUDA the accurate network,
     N = 100; on the CPU's reference pipeline the exact solver with DEFAULT_EXACT_BUDGETS
-    (unless N, budgets, --sem or --store-worlds were given: then N, default 100) and the
-    shipped network as its control variate (unless --control-variate, --posterior, --sem,
-    --store-worlds or --q-pdf was given); the shipped network elsewhere (the CPU's fast
+    (unless N, budgets or --store-worlds were given: then N, default 100; --sem doubles
+    from the budgets) and the shipped network as its control variate (unless
+    --control-variate, --posterior, --store-worlds or --q-pdf was given); the shipped
+    network elsewhere (the CPU's fast
     pipeline, or with --exact-tricks or a reduced --oracle-precision, which only a network
     has). --control-variate none turns the control variate off."""
     from ..engine.factory import resolve_pipeline
@@ -306,11 +311,11 @@ def apply_default_labels(args) -> None:
         exact = (default_spec(args.device) == "default" and not wants_network
                  and resolve_pipeline(args.pipeline, args.device) == "reference")
         args.oracle = "exact" if exact else default_spec(args.device)
-        if (exact and args.n_samples is None and args.n_by_trick is None and args.sem is None
+        if (exact and args.n_samples is None and args.n_by_trick is None
                 and not args.store_worlds):
             args.n_by_trick = DEFAULT_EXACT_BUDGETS
         if (exact and args.control_variate is None and not args.posterior
-                and args.sem is None and not args.store_worlds and not args.q_pdf):
+                and not args.store_worlds and not args.q_pdf):
             args.control_variate = DEFAULT_CONTROL_VARIATE
     if args.control_variate == "none":
         args.control_variate = None

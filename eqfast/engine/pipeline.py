@@ -112,8 +112,8 @@ class EngineConfig:
     # keep each move's distribution of Q over the worlds (field q_pdf, 85 whole-point bins)
     q_pdf: bool = False
     # control variate (Engine's cv_oracle; moments.control_variate_moments): the worlds
-    # of the cheaper, correlated oracle per decision, at least the main oracle's N; the
-    # reference Engine only, with uniform weights and one N per decision per game
+    # of the cheaper, correlated oracle per decision, at least the main oracle's first N
+    # (sem's doubling may pass it); the reference Engine only, with uniform weights
     cv_samples: int | None = None
 
     def n_for(self, decision: int) -> int:
@@ -145,7 +145,6 @@ class EngineConfig:
                 raise ValueError(f"cv_samples ({self.cv_samples}) must be at least the main "
                                  f"oracle's worlds per decision ({most})")
             clash = [name for name, on in (("posterior", self.posterior is not None),
-                                           ("sem", self.sem is not None),
                                            ("store_worlds", self.store_worlds),
                                            ("q_pdf", self.q_pdf)) if on]
             if clash:
@@ -303,10 +302,12 @@ class Engine:
         only needs the move skips building them, ~7% of an E[Q] player's decision at
         N = 32), and the slot each actor plays.
 
-        Adaptive sampling (cfg.sem): games whose standard error sqrt(var/ESS) of some legal
-        move is above cfg.sem are re-run with twice the worlds (up to cfg.max_samples);
-        the first n worlds of a game are the same at every size (counter-based draws) and
-        their oracle rows are reused, so a round costs only the new worlds.
+        Adaptive sampling (cfg.sem): games whose standard error of some legal move is above
+        cfg.sem are re-run with twice the worlds (up to cfg.max_samples); the first n worlds
+        of a game are the same at every size (counter-based draws) and their oracle rows are
+        reused, so a round costs only the new worlds. The standard error is sqrt(var/ESS),
+        or with a control variate its corrected mean's (cv_se), which every round recomputes
+        on the round's worlds.
         """
         cfg = self.cfg
         G = games.batch_size
@@ -317,15 +318,23 @@ class Engine:
         sub = torch.arange(G, device=self.device)
         n = cfg.n_for(decision)
         cache = _RowCache()
-        mom = n_worlds = enumerated = world_q = world_logw = world_owner = pdf = None
+        # the control oracle's rows of every round: its wide worlds B are the same in each,
+        # so after the first round only worlds of A beyond B are new
+        cv_cache = _RowCache()
+        mom = n_worlds = enumerated = world_q = world_logw = world_owner = pdf = cv = None
         while True:
             part = games if len(sub) == G else games.select(sub)
             sample, q, logw, owner = self._evaluate(part, sub, keys[sub], n, legal[sub], cache)
             with stage("reduce"):
                 m = self.backend.weighted_moments(q, legal[sub], logw)
                 h = q_histogram(q, legal[sub], logw) if cfg.q_pdf else None
+            c = None
+            if self.cv_oracle is not None:
+                with stage("control variate"):
+                    m, c = self._control_variate(part, sub, keys[sub], n, legal[sub], m, q,
+                                                 logw, sample.enumerated, cv_cache)
             if mom is None:
-                mom, n_worlds, enumerated, pdf = m, sample.n_worlds, sample.enumerated, h
+                mom, n_worlds, enumerated, pdf, cv = m, sample.n_worlds, sample.enumerated, h, c
                 world_q, world_logw, world_owner = q, logw, owner
             else:
                 mom = Moments(*[_scatter_rows(full, sub, new) for full, new in zip(mom, m)])
@@ -333,20 +342,18 @@ class Engine:
                 enumerated = _scatter_rows(enumerated, sub, sample.enumerated)
                 if pdf is not None:
                     pdf = _scatter_rows(pdf, sub, h)
+                if cv is not None:
+                    cv = ControlVariate(*[_scatter_rows(full, sub, new)
+                                          for full, new in zip(cv, c)])
             if cfg.sem is None or n >= cfg.max_samples:
                 break
-            sem = (m.var / m.ess[:, None].clamp(min=1)).sqrt()
-            need = ((sem > cfg.sem) & legal[sub]).any(1) & ~sample.enumerated
+            se = (m.var / m.ess[:, None].clamp(min=1)).sqrt() if c is None else c.se
+            need = ((se > cfg.sem) & legal[sub]).any(1) & ~sample.enumerated
             if not bool(need.any()):
                 break
             sub = sub[need]
             n = min(2 * n, cfg.max_samples)
 
-        cv = None
-        if self.cv_oracle is not None:
-            with stage("control variate"):
-                mom, cv = self._control_variate(games, keys, cfg.n_for(decision), legal, mom,
-                                                world_q, world_logw, enumerated)
         with stage("select"):
             sel = select_actions(mom.mean, legal, cfg.exploration,
                                  self._keys(seeds, decision, STREAM_POLICY))
@@ -361,17 +368,15 @@ class Engine:
                 world_owner=world_owner if cfg.store_worlds else None, q_pdf=pdf, cv=cv)
         return records, sel.slot
 
-    def _control_variate(self, games, keys, n, legal, main: Moments, main_q, main_logw,
-                         enumerated):
+    def _control_variate(self, games, gid, keys, n, legal, main: Moments, main_q, main_logw,
+                         enumerated, cache):
         """The main oracle's moments `main` (its Q main_q [G,n,7] on the decision's n worlds,
         set A, weights main_logw) corrected by the control variate: its oracle on A and on
-        cfg.cv_samples worlds (set B, the same counter-based draws, so A's worlds lead B's
-        unless B enumerates). Rows whose A holds every consistent world are exact already
-        and keep `main`. Returns (moments, ControlVariate fields of the records)."""
-        gid = torch.arange(games.batch_size, device=self.device)
-        # one row cache for both sets: B's worlds that are A's (by rank) are not evaluated
-        # again, as in the adaptive rounds
-        cache = _RowCache()
+        max(cfg.cv_samples, n) worlds (set B, the same counter-based draws, so A's worlds
+        lead B's unless B enumerates; B = A, no correction, once adaptive rounds take n past
+        cv_samples). Rows whose A holds every consistent world are exact already and keep
+        `main`. gid: the games' indices in the decision's batch, keys of the control oracle's
+        row cache `cache`. Returns (moments, ControlVariate fields of the records)."""
 
         def control_on(m):
             sample, q, logw, _ = self._evaluate(games, gid, keys, m, legal, cache,
@@ -379,8 +384,10 @@ class Engine:
             with stage("reduce"):
                 return sample, q, self.backend.weighted_moments(q, legal, logw)
 
+        # A first, then B: one row cache for both, so B's worlds that are A's (by rank) are
+        # not evaluated again, as in the adaptive rounds
         _, q_same, same = control_on(n)
-        wide_sample, _, wide = control_on(self.cfg.cv_samples)
+        wide_sample, _, wide = control_on(max(self.cfg.cv_samples, n))
         corrected = ~enumerated.to(self.device)
         out = control_variate_moments(main, same, wide, legal, corrected)
         with stage("reduce"):
