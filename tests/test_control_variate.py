@@ -330,3 +330,30 @@ def test_stage2_and_recompute_read_the_corrected_labels_standard_error():
     assert bool(exact.any()) and bool((s2[exact] == 0).all())
     torch.testing.assert_close(label_variance(r, ess_offset=1.0)[applied],
                                r["cv_se"].double()[applied] ** 2)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_exact_oracle_with_a_network_control_on_cuda_equals_the_cpu():
+    """The GPU machine's high-fidelity set-up: the solver (on the host's cores) as the main
+    oracle, a network on the GPU as the control. Same records as on the CPU: integers bit
+    for bit, floats within the network's float32 noise across devices."""
+    from eqfast.oracle import ExactOracle
+    from eqfast.oracle.network import NetworkOracle, build_network, script_module
+
+    def network(device):
+        torch.manual_seed(0)
+        net = build_network({"arch": "mlp", "hidden": 32, "depth": 1}).to(device).eval()
+        return NetworkOracle(script_module(net), device=device)
+
+    cfg = EngineConfig(n_samples=8, cv_samples=32, sem=2.0, max_samples=32, seed=4)
+    seeds = [11, 12]
+    cpu = Engine(ExactOracle(), cfg, cv_oracle=network("cpu")).play(seeds)
+    gpu = Engine(ExactOracle(), cfg, device="cuda", cv_oracle=network("cuda")).play(seeds)
+    assert check_invariants(gpu) == []
+    for name in cpu.tensors:
+        a, b = cpu[name], gpu[name]
+        if a.is_floating_point():
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-3, equal_nan=True, msg=name)
+        else:
+            assert torch.equal(a, b), name
