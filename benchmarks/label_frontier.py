@@ -48,6 +48,8 @@ CONFIGS = {
     "exact-by-trick+cv-accurate": ["--oracle", "exact", "--n-by-trick",
                                    "25,50,100,100,100,100,100", "--control-variate", "accurate",
                                    "--cv-samples", "400"],
+    "exact-n100+cv": ["--oracle", "exact", "--n-samples", "100", "--control-variate", "default",
+                      "--cv-samples", "400"],
     # adaptive on the corrected mean's standard error (cv_se), doubling from the budgets
     "exact-by-trick+cv+sem1.5": ["--oracle", "exact", "--n-by-trick", "25,50,100,100,100,100,100",
                                  "--control-variate", "default", "--cv-samples", "400",
