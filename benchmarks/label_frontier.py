@@ -50,6 +50,15 @@ CONFIGS = {
                                    "--cv-samples", "400"],
     "exact-n100+cv": ["--oracle", "exact", "--n-samples", "100", "--control-variate", "default",
                       "--cv-samples", "400"],
+    # posterior weights (K = 8) from the shipped network's behaviour model, without and
+    # with the control variate (the CPU default with --posterior)
+    "exact-by-trick+posterior-net": ["--oracle", "exact", "--n-by-trick",
+                                     "25,50,100,100,100,100,100", "--posterior",
+                                     "--behaviour-oracle", "default"],
+    "exact-by-trick+cv+posterior-net": ["--oracle", "exact", "--n-by-trick",
+                                        "25,50,100,100,100,100,100", "--posterior",
+                                        "--behaviour-oracle", "default", "--control-variate",
+                                        "default", "--cv-samples", "400"],
     # adaptive on the corrected mean's standard error (cv_se), doubling from the budgets
     "exact-by-trick+cv+sem1.5": ["--oracle", "exact", "--n-by-trick", "25,50,100,100,100,100,100",
                                  "--control-variate", "default", "--cv-samples", "400",

@@ -234,13 +234,58 @@ def test_adaptive_rounds_past_the_control_worlds_stop_the_correction():
 @pytest.mark.parametrize("change,needle", [
     (dict(cv_samples=5), "at least"),
     (dict(n_by_trick=(5, 5, 50, 5, 5, 5, 5)), "at least"),
-    (dict(posterior=PosteriorConfig()), "posterior"),
     (dict(store_worlds=True), "store_worlds"),
     (dict(q_pdf=True), "q_pdf"),
 ])
 def test_config_refuses_what_the_correction_does_not_cover(change, needle):
     with pytest.raises(ValueError, match=needle):
         EngineConfig(**{"n_samples": 10, "cv_samples": 40, **change})
+
+
+POSTERIOR = PosteriorConfig(window_k=3, tau=4.0)
+
+
+def test_with_posterior_weights_a_constant_bias_still_cancels():
+    """Posterior weights from a separate behaviour oracle: the control on the main oracle's
+    worlds takes their weights, its wide worlds get their own from the same model, so a
+    control that is the main oracle plus a constant gives the main oracle's weighted moments
+    on the wide worlds."""
+    seeds = [3, 4]
+    behaviour = NoisyOracle()
+    cfg = dict(posterior=POSTERIOR, seed=5)
+    cv = Engine(HashOracle(), EngineConfig(n_samples=6, cv_samples=24, **cfg),
+                cv_oracle=BiasedOracle(), behaviour_oracle=behaviour).play(seeds)
+    wide = Engine(HashOracle(), EngineConfig(n_samples=24, **cfg),
+                  behaviour_oracle=behaviour).play(seeds)
+    assert torch.equal(cv["transcript_tokens"], wide["transcript_tokens"])
+    assert check_invariants(cv) == []
+    legal = cv["legal_mask"]
+    applied = cv["cv_worlds"] > 0
+    assert bool(applied.any()) and bool((wide["ess"] < wide["n_worlds"] - 0.5).any())
+    torch.testing.assert_close(cv["e_q_mean"][legal], wide["e_q_mean"][legal], rtol=0,
+                               atol=1e-4)
+
+
+def test_a_behaviour_oracle_weights_the_worlds_and_counts_its_rows_apart():
+    seeds = [6]
+    cfg = EngineConfig(n_samples=8, posterior=POSTERIOR, seed=1)
+    main = HashOracle()
+    plain = Engine(main, cfg)
+    same = Engine(HashOracle(), cfg, behaviour_oracle=HashOracle())
+    a, b = plain.play(seeds), same.play(seeds)
+    for name in a.tensors:
+        assert torch.equal(a[name], b[name]), name
+    assert same.behaviour_rows > 0 and plain.behaviour_rows == 0
+    assert plain.oracle_rows == same.oracle_rows + same.behaviour_rows
+    other = Engine(HashOracle(), cfg, behaviour_oracle=NoisyOracle()).play(seeds)
+    assert not torch.equal(other["ess"], a["ess"])
+
+
+def test_a_control_variate_with_posterior_needs_a_behaviour_oracle():
+    cfg = EngineConfig(n_samples=4, cv_samples=8, posterior=POSTERIOR)
+    with pytest.raises(ValueError, match="behaviour oracle"):
+        Engine(HashOracle(), cfg, cv_oracle=NoisyOracle())
+    Engine(HashOracle(), cfg, cv_oracle=NoisyOracle(), behaviour_oracle=NoisyOracle())
 
 
 def test_engine_needs_the_oracle_and_the_worlds_together():
@@ -295,7 +340,13 @@ def test_generate_writes_the_correction_and_records_the_setting(tmp_path):
     (["--control-variate", "default", "--oracle", "default"], ["is --oracle itself"]),
     (["--control-variate", "default", "--cv-samples", "2"], ["cv_samples", "at least"]),
     (["--control-variate", "default", "--cv-samples", "0"], ["--cv-samples must be >= 1"]),
-    (["--control-variate", "default", "--posterior"], ["posterior"]),
+    (["--control-variate", "default", "--posterior"], ["--posterior", "--behaviour-oracle"]),
+    (["--control-variate", "default", "--posterior", "--behaviour-oracle", "exact"],
+     ["--posterior", "--behaviour-oracle"]),
+    (["--posterior", "--behaviour-oracle", "default", "--pipeline", "fast"],
+     ["--behaviour-oracle", "reference pipeline"]),
+    (["--posterior", "--behaviour-oracle", "no/such.safetensors"],
+     ["--behaviour-oracle", "no/such"]),
     (["--control-variate", "default", "--pipeline", "fast"], ["reference pipeline"]),
     (["--control-variate", "no/such/weights.safetensors"], ["--control-variate", "no/such"]),
 ])
@@ -306,6 +357,40 @@ def test_generate_refuses_bad_control_variates(tmp_path, extra, needles):
             i = args.index(flag)
             del args[i:i + 2]
     assert_usage_error(run_cli("generate", "--out", tmp_path / "ds", *args, *extra), *needles)
+
+
+def test_generate_with_posterior_and_control_variate_and_validate_rebuild_the_behaviour(tmp_path):
+    """The CPU default with --posterior: the exact oracle's worlds weighted by the shipped
+    network's behaviour model, and corrected by it as control variate. The metadata names
+    the behaviour oracle, a resume with another one is refused, and eqfast-validate
+    --exact weighs its worlds with it: the solver on the records' own worlds then
+    reproduces the records once the correction is undone."""
+    out = tmp_path / "ds"
+    args = ["--games", "1", "--n-samples", "6", "--cv-samples", "12", "--posterior",
+            "--window", "3", "--quiet", "--threads", "1"]
+    proc = run_cli("generate", "--out", out, *args)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["behaviour_rows"] > 0 and summary["cv_rows"] > 0
+    records, metas = load_records(out)
+    assert check_invariants(records) == []
+    assert metas[0]["oracle"]["name"] == "exact"
+    assert metas[0]["behaviour_oracle"]["name"] == "default"
+    assert metas[0]["settings"]["behaviour_oracle"] == metas[0]["behaviour_oracle"]["sha256"]
+    assert bool((records["ess"] < records["n_worlds"] - 0.5).any())      # weighted
+    proc = run_cli("generate", "--out", out, *args, "--behaviour-oracle", "accurate")
+    assert_usage_error(proc, "behaviour_oracle")
+    proc = run_cli("validate", out, "--exact", "3", "--max-enumerate", "20", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])["exact"]
+    assert report["n_records"] == 3 and report["control_variate"]["shift_rms"] > 0
+    assert report["reproduced_max_abs_diff"] < 1e-3, report
+
+
+def test_behaviour_oracle_without_posterior_is_a_warning(tmp_path):
+    proc = run_cli("generate", "--out", tmp_path / "ds", *TINY, "--behaviour-oracle", "default")
+    assert proc.returncode == 0, proc.stderr
+    assert "--behaviour-oracle has no effect without --posterior" in proc.stderr
 
 
 def test_cv_samples_alone_is_a_warning(tmp_path):

@@ -231,8 +231,9 @@ def test_cpu_default_labels_are_exact_with_budgets_by_trick(tmp_path, capsys):
     """Without --oracle the CPU's reference pipeline labels with the exact solver, world
     budgets 25/50/100 by trick and the shipped network as control variate on 400 worlds
     (README, "Choosing the labels"); --n-samples keeps the exact oracle at that N;
-    --exact-tricks (a network setting) gets the shipped network; --control-variate none,
-    --posterior or --q-pdf leave the control variate out."""
+    --exact-tricks (a network setting) gets the shipped network; --control-variate none
+    or --q-pdf leave the control variate out; --posterior keeps it and takes the shipped
+    network as behaviour oracle."""
     args = ["--games", "1", "--quiet", "--threads", "1"]
     assert main(["--out", str(tmp_path / "a"), *args]) == 0
     records, (meta, *_) = load_records(tmp_path / "a")
@@ -257,7 +258,12 @@ def test_cpu_default_labels_are_exact_with_budgets_by_trick(tmp_path, capsys):
     _, (meta, *_) = load_records(tmp_path / "c")
     assert meta["oracle"]["name"] == "default" and meta["oracle"]["exact_tricks"] == 2
     assert meta["control_variate"] is None
-    for k, extra in enumerate((["--control-variate", "none"], ["--posterior"], ["--q-pdf"])):
+    # --posterior keeps it, with the shipped network as the behaviour model too
+    assert main(["--out", str(tmp_path / "p"), *args, "--n-samples", "4", "--posterior"]) == 0
+    _, (meta, *_) = load_records(tmp_path / "p")
+    assert meta["oracle"]["name"] == "exact" and meta["control_variate"]["name"] == "default"
+    assert meta["behaviour_oracle"]["name"] == "default" and meta["posterior"]["enabled"]
+    for k, extra in enumerate((["--control-variate", "none"], ["--q-pdf"])):
         out = tmp_path / f"off{k}"
         assert main(["--out", str(out), *args, "--n-samples", "4", *extra]) == 0, extra
         records, (meta, *_) = load_records(out)

@@ -67,8 +67,9 @@ that single decision. Three checks build on this:
                            the same for E_same's move (what exact labels on the same worlds
                            would give)
 
-    With posterior weighting on, E_same also weighs the worlds with the exact oracle's
-    behaviour model, so a weight difference counts as oracle error.
+    With posterior weighting on, E_same and E_ref weigh the worlds with the run's behaviour
+    model: its own oracle's where the run had one (--behaviour-oracle), so the comparison
+    is of Q alone; else the exact oracle's, so a weight difference counts as oracle error.
 """
 from __future__ import annotations
 
@@ -187,13 +188,15 @@ def engine_config(metadata: dict, *, seed: int, n_samples: int,
 
 def run_decisions(records: DecisionRecords, oracle, metadata: dict, *, seed: int,
                   n_samples: int | None = None, device="cpu", backend="reference",
-                  store_worlds: bool = False) -> DecisionRecords:
+                  store_worlds: bool = False, behaviour_oracle=None) -> DecisionRecords:
     """Each record's decision re-run by the engine: rows aligned with `records`.
 
     seed: the run seed of the world draws (the record's run seed reproduces its worlds).
     n_samples: worlds per decision; None = each record's own n_worlds.
     store_worlds: keep the per-world fields (world_q, world_weight, world_owner); needs
     one number of worlds for all rows (n_samples given, or every record's n_worlds equal).
+    behaviour_oracle: the posterior's behaviour model when the run had its own
+    (--behaviour-oracle); None = `oracle`'s.
     """
     out: list = [None] * len(records)
     for (d, n), rows in _groups(records, by_worlds=n_samples is None).items():
@@ -202,7 +205,7 @@ def run_decisions(records: DecisionRecords, oracle, metadata: dict, *, seed: int
         n = int(n) if n_samples is None else int(n_samples)
         engine = Engine(oracle, engine_config(metadata, seed=seed, n_samples=n,
                                               store_worlds=store_worlds),
-                        backend=backend, device=device)
+                        backend=backend, device=device, behaviour_oracle=behaviour_oracle)
         fresh, _ = engine.decide(games, part["seed"].tolist(), int(d), part["game_idx"])
         for k, r in enumerate(rows.tolist()):
             out[r] = fresh.select(slice(k, k + 1))

@@ -38,7 +38,7 @@ from ..utils.progress import Progress
 from .common import HelpFormatter, device_problem
 
 #: flags that only act together with another one: {switch: flags it enables}
-DEPENDENT_FLAGS = {"posterior": ("tau", "beta", "window", "delta"), "sem": ("max_samples",),
+DEPENDENT_FLAGS = {"posterior": ("tau", "beta", "window", "delta", "behaviour_oracle"), "sem": ("max_samples",),
                    "control_variate": ("cv_samples",)}
 
 
@@ -156,6 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--beta", type=float, default=0.10, help="uniform mixing of the behaviour model")
     q.add_argument("--window", type=int, default=8, help="K: plays scored")
     q.add_argument("--delta", type=float, default=30.0, help="log-weight clip")
+    q.add_argument("--behaviour-oracle", default=None, metavar="ORACLE",
+                   help="the oracle whose Q at the last K plays defines the behaviour model "
+                        "('default', 'accurate', 'exact' or a weights path). When left out, "
+                        "--oracle itself, except for the CPU default (exact), which takes the "
+                        "shipped network: a Stage 1 network's behaviour model, as "
+                        "docs/DATASET.md describes it, at ~1/10 the cost of solving every "
+                        "world's K past positions. Needed with --control-variate. Reference "
+                        "pipeline")
 
     e = p.add_argument_group("exploration (eqfast/engine/policy.py)")
     e.add_argument("--temperature", type=float, default=0.0, help="Boltzmann temperature (0 = greedy)")
@@ -203,9 +211,10 @@ def pending_ranges(seed_start: int, n_games: int | None, per_batch: int, done):
         seed = hi + 1
 
 
-def run_settings(cfg: EngineConfig, identity: dict, cv_identity: dict | None = None) -> dict:
-    """What must not change between runs writing into one output directory (cv_identity:
-    the control variate's oracle, if any)."""
+def run_settings(cfg: EngineConfig, identity: dict, cv_identity: dict | None = None,
+                 behaviour_identity: dict | None = None) -> dict:
+    """What must not change between runs writing into one output directory (cv_identity,
+    behaviour_identity: the control variate's and the behaviour model's oracles, if any)."""
     from dataclasses import asdict
     return jsonable({
         "run_seed": cfg.seed, "n_samples": cfg.n_samples, "sem": cfg.sem,
@@ -220,6 +229,8 @@ def run_settings(cfg: EngineConfig, identity: dict, cv_identity: dict | None = N
         **({"q_pdf": True} if cfg.q_pdf else {}),
         **({"control_variate": {"oracle": cv_identity.get("sha256") or cv_identity.get("name"),
                                 "cv_samples": cfg.cv_samples}} if cv_identity else {}),
+        **({"behaviour_oracle": behaviour_identity.get("sha256") or behaviour_identity.get("name")}
+           if behaviour_identity else {}),
     })
 
 
@@ -290,6 +301,7 @@ def batch_owner(args):
 #: labels")
 DEFAULT_EXACT_BUDGETS = "25,50,100,100,100,100,100"
 DEFAULT_CONTROL_VARIATE = "default"
+DEFAULT_BEHAVIOUR_ORACLE = "default"
 DEFAULT_N = 100
 
 
@@ -297,9 +309,9 @@ def apply_default_labels(args) -> None:
     """Fill in the oracle and the worlds the user left out: on CUDA the accurate network,
     N = 100; on the CPU's reference pipeline the exact solver with DEFAULT_EXACT_BUDGETS
     (unless N, budgets or --store-worlds were given: then N, default 100; --sem doubles
-    from the budgets) and the shipped network as its control variate (unless
-    --control-variate, --posterior, --store-worlds or --q-pdf was given); the shipped
-    network elsewhere (the CPU's fast
+    from the budgets), the shipped network as its control variate (unless
+    --control-variate, --store-worlds or --q-pdf was given) and, with --posterior, as its
+    behaviour oracle (unless --behaviour-oracle was given); the shipped network elsewhere (the CPU's fast
     pipeline, or with --exact-tricks or a reduced --oracle-precision, which only a network
     has). --control-variate none turns the control variate off."""
     from ..engine.factory import resolve_pipeline
@@ -314,8 +326,10 @@ def apply_default_labels(args) -> None:
         if (exact and args.n_samples is None and args.n_by_trick is None
                 and not args.store_worlds):
             args.n_by_trick = DEFAULT_EXACT_BUDGETS
-        if (exact and args.control_variate is None and not args.posterior
-                and not args.store_worlds and not args.q_pdf):
+        if exact and args.posterior and args.behaviour_oracle is None:
+            args.behaviour_oracle = DEFAULT_BEHAVIOUR_ORACLE
+        if (exact and args.control_variate is None and not args.store_worlds
+                and not args.q_pdf):
             args.control_variate = DEFAULT_CONTROL_VARIATE
     if args.control_variate == "none":
         args.control_variate = None
@@ -363,6 +377,15 @@ def check_args(args) -> str | None:
         return problem
     apply_default_labels(args)
     from ..engine.factory import pipeline_problem
+    if args.behaviour_oracle == args.oracle:
+        args.behaviour_oracle = None                 # the main oracle's behaviour model
+    if args.posterior and args.behaviour_oracle is not None:
+        if resolve_pipeline(args.pipeline, args.device) != "reference":
+            return "--behaviour-oracle runs on the reference pipeline only; use --pipeline reference"
+    if args.posterior and args.control_variate is not None and args.behaviour_oracle is None:
+        return ("--control-variate with --posterior needs a --behaviour-oracle other than "
+                f"--oracle ({args.oracle}): the control's extra worlds need weights, e.g. "
+                "--behaviour-oracle default")
     try:
         cfg = engine_config(args)
     except ValueError as e:
@@ -435,13 +458,15 @@ def main(argv=None) -> int:
     except ValueError as e:                 # OracleWeightsError names the file
         print(f"eqfast-generate: --oracle: {e}", file=sys.stderr)
         return 2
-    cv_oracle = cv_identity = None
-    if args.control_variate is not None:
+    extra = {}                   # the control variate's and the behaviour model's oracles
+    for flag, spec in (("control_variate", args.control_variate),
+                       ("behaviour_oracle", args.behaviour_oracle if args.posterior else None)):
+        if spec is None:
+            continue
         try:
-            cv_oracle, cv_identity = oracle_from_spec(args.control_variate, args.device,
-                                                      eager=args.eager)
+            extra[flag] = oracle_from_spec(spec, args.device, eager=args.eager)
         except ValueError as e:
-            print(f"eqfast-generate: --control-variate: {e}", file=sys.stderr)
+            print(f"eqfast-generate: --{flag.replace('_', '-')}: {e}", file=sys.stderr)
             return 2
     try:
         rank = args.rank if args.world_size > 1 else None
@@ -449,16 +474,20 @@ def main(argv=None) -> int:
             if removed:
                 print(f"eqfast-generate: removed {len(removed)} temporary file(s) of an "
                       f"interrupted write under {args.out}", file=sys.stderr)
-            return run(args, cfg, oracle, identity, cv_oracle, cv_identity)
+            return run(args, cfg, oracle, identity, extra)
     except OutputError as e:
         print(f"eqfast-generate: {e}", file=sys.stderr)
         return 2
 
 
-def run(args, cfg: EngineConfig, oracle, identity: dict, cv_oracle=None,
-        cv_identity: dict | None = None) -> int:
-    """Generate into args.out, whose lock the caller holds; the exit status."""
-    settings = run_settings(cfg, identity, cv_identity)
+def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = None) -> int:
+    """Generate into args.out, whose lock the caller holds; the exit status. extra: the
+    (oracle, identity) of the control variate ('control_variate') and of the behaviour
+    model ('behaviour_oracle'), where the run has them."""
+    extra = extra or {}
+    cv_oracle, cv_identity = extra.get("control_variate", (None, None))
+    behaviour_oracle, behaviour_identity = extra.get("behaviour_oracle", (None, None))
+    settings = run_settings(cfg, identity, cv_identity, behaviour_identity)
     problem = resume_conflict(args.out, settings)
     if problem is not None:
         print(f"eqfast-generate: {problem}", file=sys.stderr)
@@ -466,7 +495,7 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, cv_oracle=None,
     pipeline = resolve_pipeline(args.pipeline, args.device)
     engine = build_engine(oracle, cfg, pipeline=pipeline, backend=args.backend,
                           device=args.device, graphs=False if args.no_graphs else None,
-                          cv_oracle=cv_oracle)
+                          cv_oracle=cv_oracle, behaviour_oracle=behaviour_oracle)
 
     n_games = None if args.target_games == 0 else (args.target_games or args.games)
     mine = batch_owner(args)
@@ -505,6 +534,7 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, cv_oracle=None,
                    "n_by_trick": list(cfg.n_by_trick) if cfg.n_by_trick is not None else None,
                    "control_variate": ({**cv_identity, "cv_samples": cfg.cv_samples}
                                        if cv_identity else None),
+                   "behaviour_oracle": behaviour_identity,
                    "rank": [args.rank, args.world_size]})
         write_split_shards(records, meta, args.out, seeds[0], seeds[-1], formats)
         written_games += len(seeds)
@@ -529,8 +559,11 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, cv_oracle=None,
                "games_per_s": round(written_games / elapsed, 3) if elapsed else None,
                "oracle_rows": engine.oracle_rows, "world_rows": engine.world_rows,
                "out": str(args.out)}
-    if cv_oracle is not None:              # rows its oracle evaluated (after de-duplication)
+    # rows the other oracles evaluated (after de-duplication)
+    if cv_oracle is not None:
         summary["cv_rows"] = engine.cv_rows
+    if behaviour_oracle is not None:
+        summary["behaviour_rows"] = engine.behaviour_rows
     if args.world_size > 1:
         summary["rank"] = [args.rank, args.world_size]
     print(json.dumps(summary))

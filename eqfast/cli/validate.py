@@ -31,7 +31,7 @@ from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
 from ..data.shards import load_records
 
 #: metadata entries that must agree between the shards validated together
-RUN_KEYS = ("run_seed", "n_samples", "posterior", "oracle", "adaptive")
+RUN_KEYS = ("run_seed", "n_samples", "posterior", "oracle", "adaptive", "behaviour_oracle")
 
 
 class UsageError(Exception):
@@ -241,6 +241,30 @@ def print_exact(rep: dict) -> None:
 
 
 # ---------------------------------------------------------------------------- main
+def resolve_behaviour_oracle(metadata: dict, device):
+    """(oracle or None, warning or None): the behaviour model's own oracle of a posterior
+    run that had one (metadata `behaviour_oracle`), rebuilt like the main oracle."""
+    from ..oracle.factory import SHIPPED, oracle_from_spec
+    identity = metadata.get("behaviour_oracle") or {}
+    name = identity.get("name")
+    if name is None or not (metadata.get("posterior") or {}).get("enabled"):
+        return None, None
+    if name != "exact" and name not in SHIPPED and not Path(name).is_file():
+        raise UsageError(f"cannot load the behaviour oracle {name!r} named in the records' "
+                         f"metadata: {name}: no such file")
+    try:
+        oracle, built = oracle_from_spec(name, device)
+    except (ImportError, OSError, ValueError) as e:
+        raise UsageError(f"cannot load the behaviour oracle {name!r} named in the records' "
+                         f"metadata: {e}") from None
+    warning = None
+    if identity.get("sha256") and built.get("sha256") != identity.get("sha256"):
+        warning = (f"behaviour oracle {name!r} rebuilt with SHA-256 {built.get('sha256')}, "
+                   f"the records' metadata says {identity.get('sha256')}: recomputed weights "
+                   "may differ")
+    return oracle, warning
+
+
 def validate(args) -> dict:
     if args.recompute is None and not args.outcomes and args.exact is None:
         raise UsageError("choose at least one of --recompute [K], --outcomes, --exact [K]")
@@ -257,7 +281,11 @@ def validate(args) -> dict:
     out = {"path": str(args.path), "n_records": len(records),
            "n_games": int(torch.unique(records["game_idx"]).numel()),
            "run_seed": run_seed, "records_oracle": (meta.get("oracle") or {}).get("name")}
-    common = dict(device=args.device, backend=args.backend)
+    behaviour, warning = resolve_behaviour_oracle(meta, args.device)
+    if warning:
+        out.setdefault("warnings", []).append(warning)
+        print(f"eqfast-validate: warning: {warning}", file=sys.stderr)
+    common = dict(device=args.device, backend=args.backend, behaviour_oracle=behaviour)
 
     fresh_seed = args.seed if args.seed is not None else run_seed + 1
     if fresh_seed == run_seed:
@@ -267,7 +295,7 @@ def validate(args) -> dict:
     if args.recompute is not None or args.exact is not None:
         oracle, name, warning = resolve_oracle(args.oracle, meta, args.device, args.exact_tricks)
         if warning:
-            out["warnings"] = [warning]
+            out.setdefault("warnings", []).append(warning)
             print(f"eqfast-validate: warning: {warning}", file=sys.stderr)
     if args.recompute is not None:
         idx = chosen_indices(args, records, args.recompute)

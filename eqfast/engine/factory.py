@@ -53,16 +53,18 @@ def uses_solver(oracle) -> bool:
 
 
 def build_engine(oracle, cfg: EngineConfig, *, pipeline: str = "auto", backend: str = "auto",
-                 device="cpu", graphs: bool | None = None, cv_oracle=None):
+                 device="cpu", graphs: bool | None = None, cv_oracle=None,
+                 behaviour_oracle=None):
     """The engine for (pipeline, device): `FastEngine` (graphs: None = on CUDA) or `Engine`
-    (with the control variate's oracle, if any). ValueError (the text of
-    `pipeline_problem`) for a combination that cannot run."""
+    (with the control variate's and the behaviour model's oracles, if any). ValueError
+    (the text of `pipeline_problem`) for a combination that cannot run."""
     problem = pipeline_problem(pipeline, device, cfg, uses_solver(oracle))
     if problem is not None:
         raise ValueError(problem)
     if resolve_pipeline(pipeline, device) == "fast":
         return FastEngine(oracle, cfg, backend=backend, device=device, graphs=graphs)
-    return Engine(oracle, cfg, backend=backend, device=device, cv_oracle=cv_oracle)
+    return Engine(oracle, cfg, backend=backend, device=device, cv_oracle=cv_oracle,
+                  behaviour_oracle=behaviour_oracle)
 
 
 def pipeline_name(engine) -> str:

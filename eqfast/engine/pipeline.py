@@ -113,7 +113,7 @@ class EngineConfig:
     q_pdf: bool = False
     # control variate (Engine's cv_oracle; moments.control_variate_moments): the worlds
     # of the cheaper, correlated oracle per decision, at least the main oracle's first N
-    # (sem's doubling may pass it); the reference Engine only, with uniform weights
+    # (sem's doubling may pass it); the reference Engine only
     cv_samples: int | None = None
 
     def n_for(self, decision: int) -> int:
@@ -144,13 +144,12 @@ class EngineConfig:
             if self.cv_samples < most:
                 raise ValueError(f"cv_samples ({self.cv_samples}) must be at least the main "
                                  f"oracle's worlds per decision ({most})")
-            clash = [name for name, on in (("posterior", self.posterior is not None),
-                                           ("store_worlds", self.store_worlds),
+            clash = [name for name, on in (("store_worlds", self.store_worlds),
                                            ("q_pdf", self.q_pdf)) if on]
             if clash:
                 raise ValueError(f"a control variate cannot be combined with {', '.join(clash)}: "
-                                 "it corrects the mean and variance of uniformly weighted "
-                                 "worlds, not per-world values, weights or distributions")
+                                 "it corrects the mean and variance over the worlds, not "
+                                 "per-world values or distributions")
         if self.store_worlds and self.sem is not None:
             raise ValueError("store_worlds and adaptive sampling (sem) cannot be combined: "
                              "the number of worlds differs between decisions")
@@ -241,19 +240,30 @@ class Engine:
 
     def __init__(self, oracle: Oracle, cfg: EngineConfig = EngineConfig(),
                  backend: str | Backend = "reference", device="cpu",
-                 cv_oracle: Oracle | None = None):
+                 cv_oracle: Oracle | None = None, behaviour_oracle: Oracle | None = None):
         """cv_oracle: the control variate's oracle (cheap, correlated with `oracle`), given
-        exactly when cfg.cv_samples is set."""
+        exactly when cfg.cv_samples is set. behaviour_oracle: the oracle whose Q at the last
+        K plays defines the posterior's behaviour model (engine.posterior); None = `oracle`.
+        A network there makes an exact oracle's posterior ~10x cheaper (its K past
+        positions per world are no longer solved), and a control variate with posterior
+        weights needs it: the control's extra worlds need weights too."""
         if (cv_oracle is None) != (cfg.cv_samples is None):
             raise ValueError("a control variate needs both cv_oracle and cfg.cv_samples")
+        if cv_oracle is not None and cfg.posterior is not None and behaviour_oracle is None:
+            raise ValueError("a control variate with posterior weights needs a behaviour "
+                             "oracle other than the main oracle: the control's extra worlds "
+                             "need weights, which the main oracle would have to compute on "
+                             "K past positions each")
         self.oracle = oracle
         self.cv_oracle = cv_oracle
+        self.behaviour_oracle = behaviour_oracle
         self.cfg = cfg
         self.device = torch.device(device)
         self.backend = backend if isinstance(backend, Backend) else make_backend(backend, self.device)
         self.oracle_rows = 0      # oracle rows evaluated (after de-duplication)
         self.world_rows = 0       # world rows drawn (before de-duplication)
         self.cv_rows = 0          # rows evaluated by the control variate's oracle
+        self.behaviour_rows = 0   # rows evaluated by a separate behaviour oracle
 
     # ------------------------------------------------------------------ games
     def new_games(self, game_seeds) -> BatchedGames:
@@ -378,15 +388,16 @@ class Engine:
         `main`. gid: the games' indices in the decision's batch, keys of the control oracle's
         row cache `cache`. Returns (moments, ControlVariate fields of the records)."""
 
-        def control_on(m):
+        def control_on(m, logw=None):
             sample, q, logw, _ = self._evaluate(games, gid, keys, m, legal, cache,
-                                                oracle=self.cv_oracle)
+                                                oracle=self.cv_oracle, logw=logw)
             with stage("reduce"):
                 return sample, q, self.backend.weighted_moments(q, legal, logw)
 
-        # A first, then B: one row cache for both, so B's worlds that are A's (by rank) are
+        # A first (with the main oracle's weights: the same worlds, the same behaviour
+        # model), then B: one row cache for both, so B's worlds that are A's (by rank) are
         # not evaluated again, as in the adaptive rounds
-        _, q_same, same = control_on(n)
+        _, q_same, same = control_on(n, main_logw)
         wide_sample, _, wide = control_on(max(self.cfg.cv_samples, n))
         corrected = ~enumerated.to(self.device)
         out = control_variate_moments(main, same, wide, legal, corrected)
@@ -401,13 +412,14 @@ class Engine:
             worlds=torch.where(corrected, wide_sample.n_worlds,
                                torch.zeros_like(wide_sample.n_worlds)))
 
-    def _evaluate(self, games, gid, keys, n, legal, cache, oracle=None):
+    def _evaluate(self, games, gid, keys, n, legal, cache, oracle=None, logw=None):
         """Sample n worlds per game, query the oracle on the distinct ones, weight them:
         (sample, q [G,n,7], logw [G,n], the worlds' tile owners [G,n,28] or None unless
         cfg.store_worlds).
 
         gid: the games' indices in the full batch (keys of the oracle-row cache); oracle:
-        self.oracle unless given (the control variate's)."""
+        self.oracle unless given (the control variate's); logw: these worlds' weights when
+        already known (the control variate on the main oracle's worlds)."""
         cfg = self.cfg
         G = games.batch_size
         main = oracle is None
@@ -452,9 +464,9 @@ class Engine:
                                "rules' legal mask (world reconstruction bug)")
         q = q_u[inverse].view(G, n, 7)
 
-        if cfg.posterior is None:
+        if logw is None and cfg.posterior is None:
             logw = torch.where(sample.valid, 0.0, float("-inf"))
-        else:
+        elif logw is None:
             logw = self._posterior(games, info, sample, ranks, rep, inverse)
         owner = world_owners(games, info, sample) if cfg.store_worlds else None
         return sample, q, logw, owner
@@ -501,8 +513,12 @@ class Engine:
             q_u = torch.zeros(len(rep), K, 7, device=self.device)
             l_u = torch.zeros(len(rep), K, 7, dtype=torch.bool, device=self.device)
             if len(rows):
-                qk, lk = _chunked_query(self.oracle, prefix.batch.select(rows), cfg_chunk(cfg))
-                self.oracle_rows += len(rows)
+                behaviour = self.behaviour_oracle or self.oracle
+                qk, lk = _chunked_query(behaviour, prefix.batch.select(rows), cfg_chunk(cfg))
+                if self.behaviour_oracle is None:
+                    self.oracle_rows += len(rows)
+                else:
+                    self.behaviour_rows += len(rows)
                 q_u[step_ok], l_u[step_ok] = qk.to(q_u.dtype), lk
         with stage("posterior"):
             q_past = q_u[inverse].view(G, n, K, 7)
