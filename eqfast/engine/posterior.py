@@ -1,8 +1,9 @@
 """Posterior world weights from the recent transcript , on queried oracle output.
 
-For each decision (G of them) and each sampled world (N), the pipeline has re-queried the
-oracle at the last K plays of the transcript, in the frame of the player who made each
-play. This module turns those per-step Q into log-weights:
+For each decision (G of them) and each sampled world (N), the pipeline has re-queried an
+oracle (the main one, or the Engine's behaviour_oracle) at the last K plays of the
+transcript, in the frame of the player who made each play. This module turns those
+per-step Q into log-weights:
 
     log w_i = sum over valid window steps j of log pi_beh(a_j | I_j(w_i))
 
