@@ -17,6 +17,7 @@ import sys
 import torch
 
 from eqfast.analysis.validation import run_decisions, trick_of
+from eqfast.cli.validate import resolve_behaviour_oracle
 from eqfast.data.schema import label_variance
 from eqfast.data.shards import load_records, run_metadata
 from eqfast.oracle.exact import ExactOracle
@@ -27,8 +28,13 @@ def calibration(root: str, reference_worlds: int, threads: int) -> dict:
     if "cv_se" not in records:
         raise SystemExit(f"{root}: no cv_se field (not made with --control-variate)")
     meta = run_metadata(root)
+    # a posterior run's reference weighs its worlds with the run's own behaviour model
+    behaviour, warning = resolve_behaviour_oracle(meta, "cpu")
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     ref = run_decisions(records, ExactOracle(threads=threads), meta,
-                        seed=int(meta["run_seed"]) + 1, n_samples=reference_worlds)
+                        seed=int(meta["run_seed"]) + 1, n_samples=reference_worlds,
+                        behaviour_oracle=behaviour)
     legal = records["legal_mask"]
     corrected = (records["cv_worlds"] > 0)[:, None] & legal
     se_ref2 = label_variance(ref)
