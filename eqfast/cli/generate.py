@@ -141,8 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "worlds: E[Q] = its mean on those + (the oracle's mean - its mean) on the "
                         "N worlds. Unbiased for the oracle's E[Q]; for the exact oracle and the "
                         "default network the sampling variance drops ~4x at the same solves "
-                        "(docs/DATASET.md, 'Control variate'). Reference pipeline; uniform "
-                        "weights (no --posterior, --store-worlds or --q-pdf). 'default' "
+                        "(docs/DATASET.md, 'Control variate'). Reference pipeline; not with "
+                        "--store-worlds or --q-pdf; with --posterior, a --behaviour-oracle "
+                        "other than --oracle. 'default' "
                         "when --oracle is left out on the CPU (see --oracle); 'none' turns "
                         "it off")
     s.add_argument("--cv-samples", type=int, default=400,
