@@ -59,6 +59,13 @@ CONFIGS = {
                                         "25,50,100,100,100,100,100", "--posterior",
                                         "--behaviour-oracle", "default", "--control-variate",
                                         "default", "--cv-samples", "400"],
+    "exact-by-trick-x2+posterior-net": ["--oracle", "exact", "--n-by-trick",
+                                        "50,100,200,200,200,200,200", "--posterior",
+                                        "--behaviour-oracle", "default"],
+    "exact-by-trick+cv200+posterior-net": ["--oracle", "exact", "--n-by-trick",
+                                           "25,50,100,100,100,100,100", "--posterior",
+                                           "--behaviour-oracle", "default", "--control-variate",
+                                           "default", "--cv-samples", "200"],
     # adaptive on the corrected mean's standard error (cv_se), doubling from the budgets
     "exact-by-trick+cv+sem1.5": ["--oracle", "exact", "--n-by-trick", "25,50,100,100,100,100,100",
                                  "--control-variate", "default", "--cv-samples", "400",
