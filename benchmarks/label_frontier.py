@@ -59,6 +59,9 @@ CONFIGS = {
                                         "25,50,100,100,100,100,100", "--posterior",
                                         "--behaviour-oracle", "default", "--control-variate",
                                         "default", "--cv-samples", "400"],
+    # the solver's own behaviour model: its K past positions of every world solved too
+    "exact-by-trick+posterior-exact": ["--oracle", "exact", "--n-by-trick",
+                                       "25,50,100,100,100,100,100", "--posterior"],
     "exact-by-trick-x2+posterior-net": ["--oracle", "exact", "--n-by-trick",
                                         "50,100,200,200,200,200,200", "--posterior",
                                         "--behaviour-oracle", "default"],
