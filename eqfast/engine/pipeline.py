@@ -328,9 +328,9 @@ class Engine:
         sub = torch.arange(G, device=self.device)
         n = cfg.n_for(decision)
         cache = _RowCache()
-        # the control oracle's rows of every round: its wide worlds B are the same in each,
-        # so after the first round only worlds of A beyond B are new
-        cv_cache = _RowCache()
+        # the control oracle's rows of every round, and its moments on the wide worlds B,
+        # which are the same in each round: B is evaluated once per decision
+        cv_cache, cv_wide = _RowCache(), {}
         mom = n_worlds = enumerated = world_q = world_logw = world_owner = pdf = cv = None
         while True:
             part = games if len(sub) == G else games.select(sub)
@@ -342,7 +342,7 @@ class Engine:
             if self.cv_oracle is not None:
                 with stage("control variate"):
                     m, c = self._control_variate(part, sub, keys[sub], n, legal[sub], m, q,
-                                                 logw, sample.enumerated, cv_cache)
+                                                 logw, sample.enumerated, cv_cache, cv_wide)
             if mom is None:
                 mom, n_worlds, enumerated, pdf, cv = m, sample.n_worlds, sample.enumerated, h, c
                 world_q, world_logw, world_owner = q, logw, owner
@@ -379,14 +379,16 @@ class Engine:
         return records, sel.slot
 
     def _control_variate(self, games, gid, keys, n, legal, main: Moments, main_q, main_logw,
-                         enumerated, cache):
+                         enumerated, cache, wide_of_batch):
         """The main oracle's moments `main` (its Q main_q [G,n,7] on the decision's n worlds,
         set A, weights main_logw) corrected by the control variate: its oracle on A and on
-        max(cfg.cv_samples, n) worlds (set B, the same counter-based draws, so A's worlds
-        lead B's unless B enumerates; B = A, no correction, once adaptive rounds take n past
-        cv_samples). Rows whose A holds every consistent world are exact already and keep
-        `main`. gid: the games' indices in the decision's batch, keys of the control oracle's
-        row cache `cache`. Returns (moments, ControlVariate fields of the records)."""
+        cfg.cv_samples worlds (set B, the same counter-based draws, so A's worlds lead B's
+        unless B enumerates; where adaptive rounds take n to cv_samples or past it, B is A
+        and the correction is 0). Rows whose A holds every consistent world are exact
+        already and keep `main`. gid: the games' indices in the decision's batch, keys of
+        the control oracle's row cache `cache`; wide_of_batch: B's moments of every game of
+        the decision, filled by the first round (which holds them all) and read by the
+        others. Returns (moments, ControlVariate fields of the records)."""
 
         def control_on(m, logw=None):
             sample, q, logw, _ = self._evaluate(games, gid, keys, m, legal, cache,
@@ -394,23 +396,31 @@ class Engine:
             with stage("reduce"):
                 return sample, q, self.backend.weighted_moments(q, legal, logw)
 
-        # A first (with the main oracle's weights: the same worlds, the same behaviour
-        # model), then B: one row cache for both, so B's worlds that are A's (by rank) are
-        # not evaluated again, as in the adaptive rounds
-        _, q_same, same = control_on(n, main_logw)
-        wide_sample, _, wide = control_on(max(self.cfg.cv_samples, n))
+        # A with the main oracle's weights (the same worlds, the same behaviour model); B
+        # after it, sharing the row cache, so B's worlds that are A's are not evaluated again
+        same_sample, q_same, same = control_on(n, main_logw)
+        if n >= self.cfg.cv_samples:
+            wide, wide_sampled = same, ~same_sample.enumerated
+            wide_worlds = same_sample.n_worlds
+        else:
+            if not wide_of_batch:
+                wide_sample, _, moments = control_on(self.cfg.cv_samples)
+                wide_of_batch.update(moments=moments, sampled=~wide_sample.enumerated,
+                                     worlds=wide_sample.n_worlds)
+            wide = Moments(*[x[gid] for x in wide_of_batch["moments"]])
+            wide_sampled = wide_of_batch["sampled"][gid]
+            wide_worlds = wide_of_batch["worlds"][gid]
         corrected = ~enumerated.to(self.device)
         out = control_variate_moments(main, same, wide, legal, corrected)
         with stage("reduce"):
             diff = self.backend.weighted_moments(main_q - q_same, legal, main_logw)
-        se = control_variate_se(main, same, wide, diff.var, ~wide_sample.enumerated)
+        se = control_variate_se(main, same, wide, diff.var, wide_sampled)
         applied = corrected[:, None] & legal.bool()
         zero = torch.zeros_like(main.mean)
         return out, ControlVariate(
             shift=torch.where(applied, out.mean - main.mean, zero),
             se=torch.where(applied, se, zero),
-            worlds=torch.where(corrected, wide_sample.n_worlds,
-                               torch.zeros_like(wide_sample.n_worlds)))
+            worlds=torch.where(corrected, wide_worlds, torch.zeros_like(wide_worlds)))
 
     def _evaluate(self, games, gid, keys, n, legal, cache, oracle=None, logw=None):
         """Sample n worlds per game, query the oracle on the distinct ones, weight them:
