@@ -38,8 +38,8 @@ from ..utils.progress import Progress
 from .common import HelpFormatter, device_problem
 
 #: flags that only act together with another one: {switch: flags it enables}
-DEPENDENT_FLAGS = {"posterior": ("tau", "beta", "window", "delta", "behaviour_oracle"), "sem": ("max_samples",),
-                   "control_variate": ("cv_samples",)}
+DEPENDENT_FLAGS = {"posterior": ("tau", "beta", "window", "delta", "behaviour_oracle"),
+                   "sem": ("max_samples",), "control_variate": ("cv_samples",)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -312,9 +312,9 @@ def apply_default_labels(args) -> None:
     (unless N, budgets or --store-worlds were given: then N, default 100; --sem doubles
     from the budgets), the shipped network as its control variate (unless
     --control-variate, --store-worlds or --q-pdf was given) and, with --posterior, as its
-    behaviour oracle (unless --behaviour-oracle was given); the shipped network elsewhere (the CPU's fast
-    pipeline, or with --exact-tricks or a reduced --oracle-precision, which only a network
-    has). --control-variate none turns the control variate off."""
+    behaviour oracle (unless --behaviour-oracle was given); the shipped network elsewhere
+    (the CPU's fast pipeline, or with --exact-tricks or a reduced --oracle-precision, which
+    only a network has). --control-variate none turns the control variate off."""
     from ..engine.factory import resolve_pipeline
     from ..oracle.factory import default_spec
 
@@ -382,7 +382,8 @@ def check_args(args) -> str | None:
         args.behaviour_oracle = None                 # the main oracle's behaviour model
     if args.posterior and args.behaviour_oracle is not None:
         if resolve_pipeline(args.pipeline, args.device) != "reference":
-            return "--behaviour-oracle runs on the reference pipeline only; use --pipeline reference"
+            return ("--behaviour-oracle runs on the reference pipeline only; use --pipeline "
+                    "reference")
     if args.posterior and args.control_variate is not None and args.behaviour_oracle is None:
         return ("--control-variate with --posterior needs a --behaviour-oracle other than "
                 f"--oracle ({args.oracle}): the control's extra worlds need weights, e.g. "

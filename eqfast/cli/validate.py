@@ -94,13 +94,32 @@ def run_metadata(metas: list[dict]) -> dict:
     return first
 
 
+def _rebuild(what: str, name: str, hint: str, device, **kw):
+    """(oracle, identity) of oracle `name` from the one oracle factory, or a UsageError
+    naming `what` ('oracle', 'behaviour oracle'), the name and the problem."""
+    from ..oracle.factory import SHIPPED, oracle_from_spec
+    if name != "exact" and name not in SHIPPED and not Path(name).is_file():
+        raise UsageError(f"cannot load {what} {name!r}{hint}: {name}: no such file")
+    try:
+        return oracle_from_spec(name, device, **kw)
+    except (ImportError, OSError, ValueError) as e:
+        raise UsageError(f"cannot load {what} {name!r}{hint}: {e}") from None
+
+
+def _sha_warning(what: str, label: str, built: dict, identity: dict) -> str | None:
+    """The warning when a rebuilt oracle's SHA-256 is not the one the records name."""
+    if identity.get("sha256") and built.get("sha256") != identity.get("sha256"):
+        return (f"{what} {label!r} rebuilt with SHA-256 {built.get('sha256')}, the records' "
+                f"metadata says {identity.get('sha256')}: recomputed values may differ")
+    return None
+
+
 def resolve_oracle(spec: str | None, metadata: dict, device, exact_tricks: int | None = None):
     """(oracle, name, warning or None): --oracle (with --exact-tricks), else the oracle the
     metadata names, rebuilt by the one oracle factory (eqfast.oracle.factory) with the metadata's
     exact_tricks and int8 quantization, so a hybrid or int8 run is checked against the
     oracle that made it. The warning says when the rebuilt oracle's SHA-256 is not the one
     the records were made with."""
-    from ..oracle.factory import SHIPPED, oracle_from_spec
     identity = metadata.get("oracle") or {}
     name = spec if spec is not None else identity.get("name")
     if name is None:
@@ -109,23 +128,26 @@ def resolve_oracle(spec: str | None, metadata: dict, device, exact_tricks: int |
         exact_tricks = int(identity.get("exact_tricks") or 0) if spec is None else 0
     if not 0 <= exact_tricks <= 7:
         raise UsageError(f"--exact-tricks must be 0..7, got {exact_tricks}")
-    if name != "exact" and name not in SHIPPED and not Path(name).is_file():
-        hint = "" if spec is not None else " (named in the records' metadata); pass --oracle"
-        raise UsageError(f"cannot load oracle {name!r}{hint}: {name}: no such file")
-    try:
-        quantize = spec is None and metadata.get("oracle_precision") == "int8" and name != "exact"
-        oracle, built = oracle_from_spec(name, device, quantize=quantize,
-                                         exact_tricks=0 if name == "exact" else exact_tricks)
-    except (ImportError, OSError, ValueError) as e:
-        hint = "" if spec is not None else " (named in the records' metadata); pass --oracle"
-        raise UsageError(f"cannot load oracle {name!r}{hint}: {e}") from None
+    quantize = spec is None and metadata.get("oracle_precision") == "int8" and name != "exact"
+    hint = "" if spec is not None else " (named in the records' metadata); pass --oracle"
+    oracle, built = _rebuild("oracle", name, hint, device, quantize=quantize,
+                             exact_tricks=0 if name == "exact" else exact_tricks)
     label = f"{name}+exact{exact_tricks}" if exact_tricks and name != "exact" else name
     label += "+int8" if quantize else ""
-    warning = None
-    if spec is None and identity.get("sha256") and built.get("sha256") != identity.get("sha256"):
-        warning = (f"oracle {label!r} rebuilt with SHA-256 {built.get('sha256')}, the records' "
-                   f"metadata says {identity.get('sha256')}: recomputed values may differ")
+    warning = _sha_warning("oracle", label, built, identity) if spec is None else None
     return oracle, label, warning
+
+
+def resolve_behaviour_oracle(metadata: dict, device):
+    """(oracle or None, warning or None): the behaviour model's own oracle of a posterior
+    run that had one (metadata `behaviour_oracle`), rebuilt like the main oracle."""
+    identity = metadata.get("behaviour_oracle") or {}
+    name = identity.get("name")
+    if name is None or not (metadata.get("posterior") or {}).get("enabled"):
+        return None, None
+    oracle, built = _rebuild("the behaviour oracle", name, " (named in the records' metadata)",
+                             device)
+    return oracle, _sha_warning("behaviour oracle", name, built, identity)
 
 
 def parse_decisions(text: str | None):
@@ -241,30 +263,6 @@ def print_exact(rep: dict) -> None:
 
 
 # ---------------------------------------------------------------------------- main
-def resolve_behaviour_oracle(metadata: dict, device):
-    """(oracle or None, warning or None): the behaviour model's own oracle of a posterior
-    run that had one (metadata `behaviour_oracle`), rebuilt like the main oracle."""
-    from ..oracle.factory import SHIPPED, oracle_from_spec
-    identity = metadata.get("behaviour_oracle") or {}
-    name = identity.get("name")
-    if name is None or not (metadata.get("posterior") or {}).get("enabled"):
-        return None, None
-    if name != "exact" and name not in SHIPPED and not Path(name).is_file():
-        raise UsageError(f"cannot load the behaviour oracle {name!r} named in the records' "
-                         f"metadata: {name}: no such file")
-    try:
-        oracle, built = oracle_from_spec(name, device)
-    except (ImportError, OSError, ValueError) as e:
-        raise UsageError(f"cannot load the behaviour oracle {name!r} named in the records' "
-                         f"metadata: {e}") from None
-    warning = None
-    if identity.get("sha256") and built.get("sha256") != identity.get("sha256"):
-        warning = (f"behaviour oracle {name!r} rebuilt with SHA-256 {built.get('sha256')}, "
-                   f"the records' metadata says {identity.get('sha256')}: recomputed weights "
-                   "may differ")
-    return oracle, warning
-
-
 def validate(args) -> dict:
     if args.recompute is None and not args.outcomes and args.exact is None:
         raise UsageError("choose at least one of --recompute [K], --outcomes, --exact [K]")
