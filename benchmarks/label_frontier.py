@@ -27,6 +27,24 @@ import sys
 import time
 from pathlib import Path
 
+BUDGETS = "25,50,100,100,100,100,100"     # the CPU default's worlds per decision by trick
+LEAN = "10,25,50,50,50,50,50"
+
+
+def exact(budgets: str) -> list[str]:
+    return ["--oracle", "exact", "--n-by-trick", budgets]
+
+
+def cv(oracle: str = "default", worlds: int = 400) -> list[str]:
+    """The control variate: `oracle` on `worlds` worlds per decision."""
+    return ["--control-variate", oracle, "--cv-samples", str(worlds)]
+
+
+#: posterior weights (K = 8) from the shipped network's behaviour model
+POSTERIOR_NET = ["--posterior", "--behaviour-oracle", "default"]
+#: adaptive on the corrected mean's standard error (cv_se), doubling from the budgets
+SEM = ["--sem", "1.5", "--max-samples", "200"]
+
 #: name -> eqfast-generate flags (besides the common ones below)
 CONFIGS = {
     "network": ["--oracle", "default"],
@@ -36,46 +54,24 @@ CONFIGS = {
     "accurate+exact5": ["--oracle", "accurate", "--exact-tricks", "5"],
     "exact-n100": ["--oracle", "exact"],
     "exact-n50": ["--oracle", "exact", "--n-samples", "50"],
-    "exact-by-trick": ["--oracle", "exact", "--n-by-trick", "25,50,100,100,100,100,100"],
+    "exact-by-trick": exact(BUDGETS),
     "exact-sem": ["--oracle", "exact", "--n-samples", "25", "--sem", "1.0", "--max-samples", "100"],
     # the exact oracle's E[Q] corrected by a network on 400 worlds (control variate)
-    "exact-by-trick+cv": ["--oracle", "exact", "--n-by-trick", "25,50,100,100,100,100,100",
-                          "--control-variate", "default", "--cv-samples", "400"],
-    "exact-lean+cv": ["--oracle", "exact", "--n-by-trick", "10,25,50,50,50,50,50",
-                      "--control-variate", "default", "--cv-samples", "400"],
-    "exact-by-trick+cv200": ["--oracle", "exact", "--n-by-trick", "25,50,100,100,100,100,100",
-                             "--control-variate", "default", "--cv-samples", "200"],
-    "exact-by-trick+cv-accurate": ["--oracle", "exact", "--n-by-trick",
-                                   "25,50,100,100,100,100,100", "--control-variate", "accurate",
-                                   "--cv-samples", "400"],
-    "exact-n100+cv": ["--oracle", "exact", "--n-samples", "100", "--control-variate", "default",
-                      "--cv-samples", "400"],
-    # posterior weights (K = 8) from the shipped network's behaviour model, without and
-    # with the control variate (the CPU default with --posterior)
-    "exact-by-trick+posterior-net": ["--oracle", "exact", "--n-by-trick",
-                                     "25,50,100,100,100,100,100", "--posterior",
-                                     "--behaviour-oracle", "default"],
-    "exact-by-trick+cv+posterior-net": ["--oracle", "exact", "--n-by-trick",
-                                        "25,50,100,100,100,100,100", "--posterior",
-                                        "--behaviour-oracle", "default", "--control-variate",
-                                        "default", "--cv-samples", "400"],
+    "exact-by-trick+cv": exact(BUDGETS) + cv(),
+    "exact-lean+cv": exact(LEAN) + cv(),
+    "exact-by-trick+cv200": exact(BUDGETS) + cv(worlds=200),
+    "exact-by-trick+cv-accurate": exact(BUDGETS) + cv("accurate"),
+    "exact-n100+cv": ["--oracle", "exact", "--n-samples", "100"] + cv(),
+    # posterior weights without and with the control variate (the CPU default with
+    # --posterior is the second)
+    "exact-by-trick+posterior-net": exact(BUDGETS) + POSTERIOR_NET,
+    "exact-by-trick+cv+posterior-net": exact(BUDGETS) + POSTERIOR_NET + cv(),
     # the solver's own behaviour model: its K past positions of every world solved too
-    "exact-by-trick+posterior-exact": ["--oracle", "exact", "--n-by-trick",
-                                       "25,50,100,100,100,100,100", "--posterior"],
-    "exact-by-trick-x2+posterior-net": ["--oracle", "exact", "--n-by-trick",
-                                        "50,100,200,200,200,200,200", "--posterior",
-                                        "--behaviour-oracle", "default"],
-    "exact-by-trick+cv200+posterior-net": ["--oracle", "exact", "--n-by-trick",
-                                           "25,50,100,100,100,100,100", "--posterior",
-                                           "--behaviour-oracle", "default", "--control-variate",
-                                           "default", "--cv-samples", "200"],
-    # adaptive on the corrected mean's standard error (cv_se), doubling from the budgets
-    "exact-by-trick+cv+sem1.5": ["--oracle", "exact", "--n-by-trick", "25,50,100,100,100,100,100",
-                                 "--control-variate", "default", "--cv-samples", "400",
-                                 "--sem", "1.5", "--max-samples", "200"],
-    "exact-lean+cv+sem1.5": ["--oracle", "exact", "--n-by-trick", "10,25,50,50,50,50,50",
-                             "--control-variate", "default", "--cv-samples", "400",
-                             "--sem", "1.5", "--max-samples", "200"],
+    "exact-by-trick+posterior-exact": exact(BUDGETS) + ["--posterior"],
+    "exact-by-trick-x2+posterior-net": exact("50,100,200,200,200,200,200") + POSTERIOR_NET,
+    "exact-by-trick+cv200+posterior-net": exact(BUDGETS) + POSTERIOR_NET + cv(worlds=200),
+    "exact-by-trick+cv+sem1.5": exact(BUDGETS) + cv() + SEM,
+    "exact-lean+cv+sem1.5": exact(LEAN) + cv() + SEM,
 }
 SEED_START = 880_000_000
 COMMON = ["--games", "24", "--games-per-batch", "24", "--n-samples", "100",
