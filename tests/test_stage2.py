@@ -17,7 +17,8 @@ from eqfast.engine.transcript import current_hand_order, transcript_tokens
 from eqfast.rules.batched import BatchedGames
 from eqfast.rules.tables import torch_tables
 from eqfast.stage2.data import prepare_rows
-from eqfast.stage2.model import build_model, export_program, script_model
+from eqfast.stage2.model import (build_model, export_program, forward_by_length, length_groups,
+                                 script_model, trim_tokens)
 from eqfast.stage2.policy import current_legal, stage2_slots
 from eqfast.stage2.train import TrainConfig, stage2_loss, train
 from eqfast.stage2.weights import (Stage2WeightsError, load_stage2, load_stage2_with_meta,
@@ -112,6 +113,60 @@ def test_torchscript_and_export_give_the_eager_outputs(records):
     torch.testing.assert_close(slog_var, log_var, rtol=0, atol=1e-5)
     torch.testing.assert_close(emu, mu, rtol=0, atol=1e-5)
     torch.testing.assert_close(elog_var, log_var, rtol=0, atol=1e-5)
+    short = trim_tokens(tokens, lengths)
+    assert short.shape[1] == int(lengths.max()) < tokens.shape[1]
+    with torch.no_grad():
+        for run in (script_model(model), export_program(model).module()):
+            torch.testing.assert_close(run(short, lengths)[0], mu, rtol=0, atol=1e-5)
+
+
+def test_tokens_cut_to_the_longest_length_give_the_same_outputs(records):
+    model = random_model(1)
+    tokens = records["transcript_tokens"].long()
+    lengths = records["transcript_lengths"]
+    late = lengths >= 20                            # a mix of lengths, rows past the 8th token
+    rows = torch.cat([torch.nonzero(late)[:5, 0], torch.nonzero(~late)[:5, 0]])
+    t, ln = tokens[rows], lengths[rows]
+    with torch.no_grad():
+        mu, log_var = model(t, ln)
+        for cut in (trim_tokens(t, ln), t[:, :int(ln.max()) + 3]):
+            cmu, clog_var = model(cut, ln)
+            torch.testing.assert_close(cmu, mu, rtol=0, atol=1e-4)
+            torch.testing.assert_close(clog_var, log_var, rtol=0, atol=1e-5)
+    # never below the declaration and a full hand, whose positions the head reads
+    first = torch.zeros(2, 36, 8, dtype=torch.int64)
+    assert trim_tokens(first, torch.tensor([2, 3])).shape[1] == 8
+
+
+def test_length_groups_partition_the_rows_by_length():
+    lengths = torch.tensor([20, 8, 29, 8, 15, 20, 11])
+    groups = length_groups(lengths, 3)
+    assert sorted(torch.cat(groups).tolist()) == list(range(7))
+    assert [lengths[g].tolist() for g in groups] == [[8, 8, 11], [15, 20], [20, 29]]
+    assert len(length_groups(lengths, 50)) == 7 and len(length_groups(lengths[:0], 4)) == 0
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_forward_by_length_gives_the_loss_and_gradients_of_one_forward(records, groups):
+    batch = prepare_rows(records)
+    rows = torch.arange(0, len(records), max(1, len(records) // 48))
+    batch = {k: v[rows] for k, v in batch.items()}
+    assert len(set(batch["lengths"].tolist())) > groups
+    grads = []
+    for grouped in (False, True):
+        model = random_model(2).train()
+        if grouped:
+            mu, log_var = forward_by_length(model, batch["tokens"], batch["lengths"], groups)
+        else:
+            mu, log_var = model(batch["tokens"].long(), batch["lengths"])
+        loss = stage2_loss(mu, log_var, batch, "nll", centered_weight=1.0)
+        loss.backward()
+        grads.append((float(loss.detach()), mu.detach(), [p.grad.clone() for p in model.parameters()]))
+    (l0, mu0, g0), (l1, mu1, g1) = grads
+    assert l1 == pytest.approx(l0, rel=1e-5)
+    torch.testing.assert_close(mu1, mu0, rtol=0, atol=1e-4)
+    for a, b in zip(g0, g1):
+        torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-6)
 
 
 # ---------------------------------------------------------------- weights files
@@ -251,6 +306,30 @@ def test_resumed_run_equals_straight_run(dataset, tmp_path):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
+def test_init_starts_from_the_weights_and_is_recorded(dataset, tmp_path):
+    from safetensors.torch import load_file
+
+    start = tmp_path / "start.safetensors"
+    save_stage2(start, random_model(5), TINY_ARCH)
+    # one step at a negligible learning rate leaves the start's weights (a random
+    # initialization would be far from them)
+    train(tiny_config(dataset, tmp_path / "run", init=str(start), stop_at=1, lr=1e-9),
+          log=quiet, progress=False)
+    first = load_file(tmp_path / "run" / "checkpoint.safetensors")
+    for k, v in load_stage2(start).state_dict().items():
+        torch.testing.assert_close(first[f"model.{k}"], v, rtol=0, atol=1e-6)
+    train(tiny_config(dataset, tmp_path / "run", init=str(start), lr=1e-9), log=quiet,
+          progress=False)
+    meta = load_stage2_with_meta(tmp_path / "run" / "last.safetensors")[1]
+    assert meta["train"]["init"]["path"] == str(start)
+    assert len(meta["train"]["init"]["sha256"]) == 64
+    with pytest.raises(ValueError, match="init"):            # another start for the same run
+        train(tiny_config(dataset, tmp_path / "run", lr=1e-9), log=quiet, progress=False)
+    with pytest.raises(ValueError, match="architecture"):
+        train(tiny_config(dataset, tmp_path / "wide", init=str(start),
+                          arch={**TINY_ARCH, "d_model": 64}), log=quiet, progress=False)
+
+
 def test_resume_with_other_settings_is_refused(dataset, tmp_path):
     train(tiny_config(dataset, tmp_path / "run", stop_at=20), log=quiet, progress=False)
     with pytest.raises(ValueError, match="lr"):
@@ -261,7 +340,8 @@ def test_resume_with_other_settings_is_refused(dataset, tmp_path):
     (["--forced-weight", "2"], "--forced-weight"), (["--heads", "5"], "--heads"),
     (["--loss", "nll", "--no-var-head"], "--no-var-head"), (["--steps", "0"], "--steps"),
     (["--centered-weight", "-1"], "--centered-weight"),
-    (["--device", "tpu"], "--device")])
+    (["--device", "tpu"], "--device"), (["--init", "/no/such.safetensors"], "--init"),
+    (["--length-groups", "0"], "--length-groups")])
 def test_train_cli_bad_flags_exit_2(dataset, tmp_path, capsys, flags, needle):
     status = train_stage2.main(["--data", str(dataset), "--run", str(tmp_path / "r"), *flags])
     assert status == 2

@@ -3,6 +3,7 @@
     eqfast-train-stage2 --data runs/stage2data --run runs/stage2/base --steps 20000
     eqfast-train-stage2 --data D --run R --loss nll --time-budget 1800
     eqfast-train-stage2 --data D --run R --d-model 96 --layers 2 --forced-weight 0.2
+    eqfast-train-stage2 --data D --run R2 --init eqfast/models/stage2.safetensors --lr 1e-3
 
 Reads the train and val splits of an `eqfast-generate --out DIR` directory. Re-running
 the same command resumes from <run>/checkpoint.safetensors. See docs/STAGE2.md.
@@ -10,6 +11,7 @@ the same command resumes from <run>/checkpoint.safetensors. See docs/STAGE2.md.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import torch
@@ -20,6 +22,7 @@ from .common import HelpFormatter, device_problem, records_dir_problem
 def build_parser() -> argparse.ArgumentParser:
     from ..stage2.data import FORCED_WEIGHT
     from ..stage2.model import DEFAULT_CONFIG
+    from ..stage2.train import LENGTH_GROUPS
 
     ap = argparse.ArgumentParser(prog="eqfast-train-stage2", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
@@ -52,7 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
                          "fraction of it and the run stops (evaluated, checkpointed) when it is "
                          "spent; such a run depends on the machine's speed; when left out, "
                          "the run lasts --steps")
+    ap.add_argument("--init", default=None, metavar="WEIGHTS",
+                    help="start a fresh run from these Stage 2 weights (a run's "
+                         "best.safetensors, or eqfast/models/stage2.safetensors) with a new "
+                         "optimizer and schedule; their architecture must be the one the flags "
+                         "describe; when left out, a random initialization")
     ap.add_argument("--batch", type=int, default=256, help="records per step")
+    ap.add_argument("--length-groups", type=int, default=LENGTH_GROUPS,
+                    help="forwards per step, each on the batch's records of similar "
+                         "transcript length cut to their longest: the same loss up to float "
+                         "rounding at 0.55x the time of one forward over 36 tokens (1: one "
+                         "forward cut to the batch's longest)"),
     ap.add_argument("--lr", type=float, default=1e-3,
                     help="peak learning rate (linear warm-up, then cosine decay)")
     ap.add_argument("--weight-decay", type=float, default=0.01, help="AdamW decoupled decay")
@@ -78,7 +91,7 @@ def check_args(a) -> str | None:
     """The first problem with the arguments or the data directory, or None (found before
     the run directory is created)."""
     for name in ("d_model", "layers", "heads", "d_ff", "steps", "batch", "eval_every",
-                 "ckpt_every", "val_rows", "threads"):
+                 "ckpt_every", "val_rows", "threads", "length_groups"):
         if getattr(a, name) < 1:
             return f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)}"
     if a.d_model % a.heads:
@@ -95,6 +108,8 @@ def check_args(a) -> str | None:
         return "--loss nll needs the variance head: drop --no-var-head"
     if a.time_budget is not None and not a.time_budget > 0:
         return f"--time-budget must be > 0 seconds, got {a.time_budget}"
+    if a.init is not None and not os.path.isfile(a.init):
+        return f"--init {a.init}: no such file"
     if a.stop_at is not None and a.stop_at < 0:
         return f"--stop-at must be >= 0, got {a.stop_at}"
     problem = device_problem(a.device)
@@ -116,13 +131,16 @@ def main(argv=None) -> int:
     arch = {"d_model": a.d_model, "n_layers": a.layers, "n_heads": a.heads, "d_ff": a.d_ff,
             "var_head": 0 if a.no_var_head else 1}
     cfg = TrainConfig(data=a.data, run=a.run, arch=arch, loss=a.loss,
-                      forced_weight=a.forced_weight, centered_weight=a.centered_weight, steps=a.steps, batch=a.batch, lr=a.lr,
-                      weight_decay=a.weight_decay, warmup=a.warmup, seed=a.seed,
-                      val_rows=a.val_rows, eval_every=a.eval_every, ckpt_every=a.ckpt_every,
-                      device=a.device, stop_at=a.stop_at, time_budget=a.time_budget)
+                      forced_weight=a.forced_weight, centered_weight=a.centered_weight,
+                      steps=a.steps, batch=a.batch, lr=a.lr, weight_decay=a.weight_decay,
+                      warmup=a.warmup, seed=a.seed, val_rows=a.val_rows,
+                      eval_every=a.eval_every, ckpt_every=a.ckpt_every, device=a.device,
+                      stop_at=a.stop_at, time_budget=a.time_budget, init=a.init,
+                      length_groups=a.length_groups)
     try:
         m = train(cfg, log=print, progress=not a.quiet)
-    except (ValueError, ShardError) as e:        # a resume with other settings, an empty split
+    except (ValueError, ShardError) as e:        # a resume with other settings, an empty
+        # split, --init weights of another architecture or unreadable (Stage2WeightsError)
         print(f"eqfast-train-stage2: {e}", file=sys.stderr)
         return 2
     if m:

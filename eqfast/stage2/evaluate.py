@@ -25,6 +25,8 @@ import time
 
 import torch
 
+from .model import trim_tokens
+
 #: label moves within this many points of the best are equally good (the generator's
 #: greedy tie tolerance, README.md)
 TIE_POINTS = 1e-4
@@ -33,20 +35,23 @@ TIE_POINTS = 1e-4
 @torch.no_grad()
 def predict(model, tokens: torch.Tensor, lengths: torch.Tensor, device="cpu",
             chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mu, log_var) [R, 7] on the CPU for all rows, `chunk` rows per forward."""
+    """(mu, log_var) [R, 7] on the CPU for all rows, in row order: the rows sorted by
+    length, `chunk` rows per forward on tokens cut to the chunk's longest."""
     was_training = getattr(model, "training", False)
     if hasattr(model, "eval"):
         model.eval()
-    mus, lvs = [], []
-    for s in range(0, tokens.shape[0], chunk):
-        mu, lv = model(tokens[s:s + chunk].to(device).long(), lengths[s:s + chunk].to(device))
-        mus.append(mu.float().cpu())
-        lvs.append(lv.float().cpu())
+    n = tokens.shape[0]
+    mu_all, lv_all = torch.zeros(n, 7), torch.zeros(n, 7)
+    order = torch.sort(lengths, stable=True).indices
+    for s in range(0, n, chunk):
+        rows = order[s:s + chunk]
+        part = lengths[rows]
+        mu, lv = model(trim_tokens(tokens[rows], part).to(device).long(), part.to(device))
+        mu_all[rows] = mu.float().cpu()
+        lv_all[rows] = lv.float().cpu()
     if was_training:
         model.train()
-    if not mus:
-        return torch.zeros(0, 7), torch.zeros(0, 7)
-    return torch.cat(mus), torch.cat(lvs)
+    return mu_all, lv_all
 
 
 def masked_argmax(values: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
@@ -83,9 +88,10 @@ def metrics(mu: torch.Tensor, log_var: torch.Tensor | None, rows: dict) -> dict:
 @torch.no_grad()
 def decisions_per_second(model, tokens: torch.Tensor, lengths: torch.Tensor, batch: int = 1024,
                          device="cpu", min_seconds: float = 1.0) -> float:
-    """Forward passes per second over batches of `batch` rows (after one warm-up call)."""
+    """Forward passes per second over batches of `batch` rows (after one warm-up call),
+    the tokens cut to the batch's longest length as the player and `predict` run them."""
     n = min(batch, tokens.shape[0])
-    t = tokens[:n].to(device).long()
+    t = trim_tokens(tokens[:n], lengths[:n]).to(device).long()
     ln = lengths[:n].to(device)
     model(t, ln)
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)

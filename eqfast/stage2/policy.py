@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..engine.transcript import current_hand_order, transcript_tokens
+from .model import trim_tokens
 
 
 def current_legal(games, slot_of_pos: torch.Tensor | None = None) -> torch.Tensor:
@@ -29,7 +30,7 @@ def stage2_mu(model, games) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(mu [B, 7] points in current-hand order, legal [B, 7] in the same order,
     slot_of_pos [B, 7]: the initial-hand slot of each current-hand position, -1 padded)."""
     tokens, lengths = transcript_tokens(games)
-    mu, _ = model(tokens.long(), lengths)
+    mu, _ = model(trim_tokens(tokens, lengths).long(), lengths)
     slot_of_pos = current_hand_order(games)
     return mu, current_legal(games, slot_of_pos), slot_of_pos
 
@@ -40,7 +41,8 @@ def stage2_slots(model, games) -> torch.Tensor:
     legal moves); 0 for finished games, which `BatchedGames.play` leaves as they are.
 
     `model` is a Stage2Model (eval mode), its TorchScript, or anything with the same
-    call (tokens int64 [B, 36, 8], lengths [B]) -> (mu, log_var), on `games.device`."""
+    call (tokens int64 [B, T, 8] cut to the longest length, 8 <= T <= 36, lengths [B]) ->
+    (mu, log_var), on `games.device`."""
     mu, legal, slot_of_pos = stage2_mu(model, games)
     masked = torch.where(legal, mu.float(), torch.full_like(mu, float("-inf"), dtype=torch.float32))
     choice = masked.argmax(1)                                   # first maximum: lowest slot
