@@ -62,7 +62,8 @@ def check_args(a) -> str | None:
 def main(argv=None) -> int:
     from ..data.shards import ShardError
     from ..stage2.data import load_split, prepare_rows
-    from ..stage2.evaluate import decisions_per_second, format_report, metrics, predict
+    from ..stage2.evaluate import (PLACES, decisions_per_second, format_by, format_report,
+                                   metrics, metrics_by, predict)
     from ..stage2.model import script_model
     from ..stage2.weights import Stage2WeightsError, load_stage2_with_meta
 
@@ -92,8 +93,14 @@ def main(argv=None) -> int:
     model = model.to(a.device)
     mu, log_var = predict(model, rows["tokens"], rows["lengths"], a.device)
     m = metrics(mu, log_var if model.var_head else None, rows)
+    decision = records["decision_idx"].long()
+    m["by_trick"] = metrics_by(mu, rows, decision // 4, 7)
+    m["by_place"] = metrics_by(mu, rows, decision % 4, 4)
     print(f"weights {a.weights}: {meta['config']}")
     print(format_report(m))
+    print("where the regret is (decisions with >= 2 legal moves; share: of all the regret):")
+    print(format_by(m["by_trick"], "trick"))
+    print(format_by(m["by_place"], "place", PLACES))
     if not a.no_speed:
         m["decisions_per_s_eager"] = decisions_per_second(model, rows["tokens"], rows["lengths"],
                                                           a.speed_batch, a.device)

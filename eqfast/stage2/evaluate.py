@@ -106,6 +106,54 @@ def decisions_per_second(model, tokens: torch.Tensor, lengths: torch.Tensor, bat
             return calls * n / elapsed
 
 
+def metrics_by(mu: torch.Tensor, rows: dict, group: torch.Tensor, n_groups: int) -> list[dict]:
+    """Where the regret is: per group g < n_groups of the rows (group [R] int64; e.g. the
+    trick, decision_idx // 4, or the place in the trick, decision_idx % 4), over its
+    decisions with >= 2 legal moves: their count, μ's MSE, agreement, regret, the uniform
+    move's regret, and the group's share of all the regret (the points the model loses
+    there over the points it loses in all)."""
+    q, legal = rows["q"], rows["legal"]
+    multi = legal.sum(1) >= 2
+    best = torch.where(legal, q, torch.full_like(q, float("-inf"))).max(1).values
+    choice = masked_argmax(mu, legal)
+    regret = best - q.gather(1, choice[:, None])[:, 0]
+    mean_legal = (q * legal).sum(1) / legal.sum(1).clamp(min=1)
+    sq = torch.where(legal, (mu - q) ** 2, torch.zeros_like(q)).sum(1)
+    total = float(regret[multi].sum())
+    out = []
+    for g in range(n_groups):
+        sel = multi & (group == g)
+        n = int(sel.sum())
+        row = {"group": g, "decisions_multi": n}
+        if n:
+            row.update(mse=float(sq[sel].sum() / legal[sel].sum()),
+                       agreement=float((regret[sel] <= TIE_POINTS).float().mean()),
+                       regret=float(regret[sel].mean()),
+                       regret_uniform=float((best - mean_legal)[sel].mean()),
+                       regret_share=float(regret[sel].sum()) / total if total > 0 else 0.0)
+        out.append(row)
+    return out
+
+
+def format_by(rows: list[dict], label: str, names=None) -> str:
+    """A small table of `metrics_by` rows; `names` labels the groups (default: 1-based)."""
+    lines = [f"{label:<10} {'decisions':>9} {'MSE':>7} {'agree':>6} {'regret':>7} "
+             f"{'uniform':>7} {'share':>6}"]
+    for r in rows:
+        name = names[r["group"]] if names else str(r["group"] + 1)
+        if not r["decisions_multi"]:
+            lines.append(f"{name:<10} {0:>9}")
+            continue
+        lines.append(f"{name:<10} {r['decisions_multi']:>9} {r['mse']:>7.2f} "
+                     f"{r['agreement']:>6.3f} {r['regret']:>7.3f} {r['regret_uniform']:>7.3f} "
+                     f"{r['regret_share']:>6.1%}")
+    return "\n".join(lines)
+
+
+#: names of decision_idx % 4, the actor's place in the trick
+PLACES = ("lead", "2nd", "3rd", "4th")
+
+
 def format_report(m: dict) -> str:
     lines = [f"{m['records']} records, {m['legal_moves']} legal moves, "
              f"{m['decisions_multi']} decisions with >= 2 legal moves",

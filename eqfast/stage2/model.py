@@ -31,7 +31,7 @@ from torch import nn
 
 from ..engine.transcript import MAX_TOKENS, N_FEATURES
 from ..oracle.network import EncoderLayer
-from ..rules.tables import HAND_SIZE, N_TILES
+from ..rules.tables import HAND_SIZE, N_SEATS, N_TILES
 
 #: Values in points are divided by this inside the network (|Q| <= 42).
 Q_SCALE = 42.0
@@ -40,16 +40,23 @@ N_DECLS = 10
 #: relative player, in hand, decl, type
 FEATURE_SIZES = (7, 7, 2, 3, 4, 2, N_DECLS, 3)
 
-DEFAULT_CONFIG = {"d_model": 64, "n_layers": 3, "n_heads": 4, "d_ff": 128, "var_head": 1}
+DEFAULT_CONFIG = {"d_model": 64, "n_layers": 3, "n_heads": 4, "d_ff": 128, "var_head": 1,
+                  "seen_tiles": 0}
 #: config keys and the ranges a weights file may give them
 CONFIG_RANGES = {"d_model": (8, 1024), "n_layers": (1, 16), "n_heads": (1, 32),
-                 "d_ff": (8, 8192), "var_head": (0, 1)}
+                 "d_ff": (8, 8192), "var_head": (0, 1), "seen_tiles": (0, 1)}
+#: keys a config may leave out, and their value then (files written before they existed)
+CONFIG_OPTIONAL = {"seen_tiles": 0}
+#: rows of the seen-tiles summary: the tiles each relative player has played, and the
+#: actor's hand
+SEEN_ROWS = N_SEATS + 1
 
 
 def check_config(config: dict) -> dict:
     """The config with int values; ValueError naming the key for anything else."""
     if not isinstance(config, dict):
         raise ValueError(f"config must be a JSON object, got {config!r}")
+    config = {**CONFIG_OPTIONAL, **config}
     unknown = sorted(set(config) - set(CONFIG_RANGES))
     missing = sorted(set(CONFIG_RANGES) - set(config))
     if unknown or missing:
@@ -70,10 +77,13 @@ class Stage2Model(nn.Module):
     """Transformer over the transcript tokens; `forward(tokens, lengths) -> (mu, log_var)`."""
 
     def __init__(self, d_model: int = 64, n_layers: int = 3, n_heads: int = 4, d_ff: int = 128,
-                 var_head: int = 1):
+                 var_head: int = 1, seen_tiles: int = 0):
         super().__init__()
         self.q_scale = Q_SCALE
         self.var_head = int(var_head)
+        self.seen_tiles = int(seen_tiles)
+        self.n_seats = N_SEATS
+        self.seen_size = SEEN_ROWS * N_TILES
         self.n_tiles = N_TILES
         self.decl_tile_index = N_DECLS * N_TILES
         self.hand_size = HAND_SIZE
@@ -92,6 +102,13 @@ class Stage2Model(nn.Module):
         # (decl, tile) of tile tokens; index N_DECLS * N_TILES for the declaration token
         self.tile_embed = nn.Embedding(N_DECLS * N_TILES + 1, d_model)
         self.position_embed = nn.Embedding(MAX_TOKENS, d_model)
+        # seen_tiles: a linear read of which relative player played which tile and which
+        # tiles the actor holds (SEEN_ROWS x 28 zeros and ones), added to every token, so
+        # what is still out is at hand in the first layer instead of being gathered by
+        # attention over the plays
+        # attention over the plays (a list of one layer or none: no parameter without it)
+        self.seen_embed = nn.ModuleList([nn.Linear(SEEN_ROWS * N_TILES, d_model, bias=False)
+                                         for _ in range(self.seen_tiles)])
         self.layers = nn.ModuleList([EncoderLayer(d_model, n_heads, d_ff)
                                      for _ in range(n_layers)])
         self.norm = nn.LayerNorm(d_model)
@@ -115,6 +132,14 @@ class Stage2Model(nn.Module):
         tile_index = torch.where(f[..., 7] > 0, f[..., 6] * self.n_tiles + tile,
                                  torch.full_like(tile, self.decl_tile_index))
         x = x + self.tile_embed(tile_index) + self.position_embed(positions)
+        for seen_embed in self.seen_embed:
+            # row: the player of a play token (0..3), 4 for a hand token; the declaration
+            # token and padding count nowhere
+            row = torch.where(f[..., 7] == 2, f[..., 4], torch.full_like(tile, self.n_seats))
+            counted = (f[..., 7] > 0).to(x.dtype)
+            seen = (nn.functional.one_hot(row * self.n_tiles + tile, self.seen_size)
+                    .to(x.dtype) * counted[..., None]).sum(1)                  # [B, 140]
+            x = x + seen_embed(seen)[:, None, :]
         attend = live[:, None, None, :]
         for layer in self.layers:
             x = layer(x, attend)

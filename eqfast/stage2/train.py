@@ -115,7 +115,7 @@ def init_weights(model: torch.nn.Module, cfg: TrainConfig) -> dict:
     the training card: path, SHA-256 of the file, and its own training record's steps.
     Stage2WeightsError for an unreadable file; ValueError when its architecture differs."""
     start, meta = load_stage2_with_meta(cfg.init)
-    if meta["config"] != cfg.arch:
+    if check_config(meta["config"]) != check_config(cfg.arch):
         raise ValueError(f"{cfg.init}: --init weights have the architecture {meta['config']}, "
                          f"the run {cfg.arch}; give the run the same --d-model, --layers, "
                          "--heads, --d-ff and variance head")
