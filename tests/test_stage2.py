@@ -15,10 +15,10 @@ from eqfast.data.shards import load_records
 from eqfast.engine.games import setup_games
 from eqfast.engine.transcript import current_hand_order, transcript_tokens
 from eqfast.rules.batched import BatchedGames
-from eqfast.rules.tables import torch_tables
+from eqfast.rules.tables import TILE_ID, torch_tables
 from eqfast.stage2.data import prepare_rows
 from eqfast.stage2.model import (build_model, export_program, forward_by_length, length_groups,
-                                 script_model, trim_tokens)
+                                 script_model, seen_matrix, trim_tokens)
 from eqfast.stage2.policy import current_legal, stage2_slots
 from eqfast.stage2.train import TrainConfig, stage2_loss, train
 from eqfast.stage2.weights import (Stage2WeightsError, load_stage2, load_stage2_with_meta,
@@ -136,6 +136,54 @@ def test_tokens_cut_to_the_longest_length_give_the_same_outputs(records):
     # never below the declaration and a full hand, whose positions the head reads
     first = torch.zeros(2, 36, 8, dtype=torch.int64)
     assert trim_tokens(first, torch.tensor([2, 3])).shape[1] == 8
+
+
+def test_seen_matrix_marks_who_played_what_and_the_actors_hand():
+    """A whole game played by a random model: at every decision the summary holds, at row
+    (seat - actor) mod 4, every tile that seat has played, and at row 4 the actor's hand,
+    tracked here from the game state, not from the tokens."""
+    model = random_model(4)
+    games = BatchedGames.new(*setup_games([3]))
+    played = []                                          # (absolute seat, tile id)
+    for _ in range(28):
+        tokens, lengths = transcript_tokens(games)
+        f = tokens.long() * (torch.arange(36) < lengths[:, None])[..., None]
+        tile = torch.as_tensor(TILE_ID, dtype=torch.int64)[f[..., 0], f[..., 1]]
+        got = seen_matrix(f, tile)[0].view(5, 28)
+        actor = int(games.current_player[0])
+        want = torch.zeros(5, 28)
+        for seat, t in played:
+            want[(seat - actor) % 4, t] = 1
+        tiles, in_hand = games.hand_slots(games.current_player)
+        want[4, tiles[0][in_hand[0]]] = 1
+        assert torch.equal(got, want), len(played)
+        slot = stage2_slots(model, games)
+        played.append((actor, int(tiles[0, slot])))
+        games = games.play(slot)
+    assert len({t for _, t in played}) == 28
+
+
+def test_seen_tiles_reach_the_hand_slots_without_attention(records):
+    """Attention silenced (output projections zero), a hand slot's μ sees the plays only
+    through the seen-tiles summary: giving the last play to another player changes μ with
+    the summary and changes nothing without it. Configs without the key load as 0."""
+    model = random_model(6, seen_tiles=1)
+    assert sum(p.numel() for p in model.seen_embed.parameters()) == 5 * 28 * TINY_ARCH["d_model"]
+    assert len(random_model(6).seen_embed) == 0 and build_model(TINY_ARCH).seen_tiles == 0
+    r = int(torch.nonzero(records["transcript_lengths"] >= 14)[0])
+    tokens = records["transcript_tokens"][r:r + 1].long().repeat(2, 1, 1)
+    lengths = records["transcript_lengths"][r:r + 1].repeat(2)
+    last = int(lengths[0]) - 1
+    tokens[1, last, 4] = (tokens[0, last, 4] + 1) % 4       # another player played it
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.proj.weight.zero_()
+            layer.proj.bias.zero_()
+        mu = model(tokens, lengths)[0]
+        assert not torch.allclose(mu[0], mu[1])
+        model.seen_embed[0].weight.zero_()
+        mu = model(tokens, lengths)[0]
+        assert torch.equal(mu[0], mu[1])
 
 
 def test_length_groups_partition_the_rows_by_length():
@@ -368,6 +416,16 @@ def test_eval_cli_json(dataset, tmp_path, capsys):
         assert isinstance(m[key], (int, float)) and math.isfinite(m[key]), key
     assert 0 <= m["agreement"] <= 1 and m["regret"] >= 0 and m["split"] == "val"
     assert 0 <= m["within_1sigma"] <= m["within_2sigma"] <= 1
+    # where the regret is: the groups partition the decisions and their regret
+    for key, n in (("by_trick", 7), ("by_place", 4)):
+        groups = m[key]
+        assert [g["group"] for g in groups] == list(range(n))
+        assert sum(g["decisions_multi"] for g in groups) == m["decisions_multi"]
+        assert sum(g["decisions_multi"] * g.get("regret", 0) for g in groups) == pytest.approx(
+            m["decisions_multi"] * m["regret"], rel=1e-4, abs=1e-6)
+        if m["regret"] > 0:
+            assert sum(g.get("regret_share", 0) for g in groups) == pytest.approx(1, rel=1e-5)
+    assert m["by_trick"][6]["decisions_multi"] == 0          # the last trick: one tile each
 
 
 @pytest.mark.parametrize("case", ["missing_weights", "oracle_weights", "no_data", "max_records"])

@@ -73,6 +73,18 @@ def check_config(config: dict) -> dict:
     return out
 
 
+def seen_matrix(f: torch.Tensor, tile: torch.Tensor, n_seats: int = N_SEATS,
+                n_tiles: int = N_TILES) -> torch.Tensor:
+    """[B, (n_seats + 1) * n_tiles] float zeros and ones from the clamped features f
+    [B, T, 8] (zero past the length) and the tile ids [B, T]: entry r * 28 + t is 1 when
+    relative player r < 4 has played tile t, or, for r = 4, when the actor holds it. The
+    declaration token and padding (token type 0) count nowhere."""
+    row = torch.where(f[..., 7] == 2, f[..., 4], torch.full_like(tile, n_seats))
+    counted = (f[..., 7] > 0).float()
+    return (nn.functional.one_hot(row * n_tiles + tile, (n_seats + 1) * n_tiles).float()
+            * counted[..., None]).sum(1)
+
+
 class Stage2Model(nn.Module):
     """Transformer over the transcript tokens; `forward(tokens, lengths) -> (mu, log_var)`."""
 
@@ -83,7 +95,6 @@ class Stage2Model(nn.Module):
         self.var_head = int(var_head)
         self.seen_tiles = int(seen_tiles)
         self.n_seats = N_SEATS
-        self.seen_size = SEEN_ROWS * N_TILES
         self.n_tiles = N_TILES
         self.decl_tile_index = N_DECLS * N_TILES
         self.hand_size = HAND_SIZE
@@ -133,13 +144,8 @@ class Stage2Model(nn.Module):
                                  torch.full_like(tile, self.decl_tile_index))
         x = x + self.tile_embed(tile_index) + self.position_embed(positions)
         for seen_embed in self.seen_embed:
-            # row: the player of a play token (0..3), 4 for a hand token; the declaration
-            # token and padding count nowhere
-            row = torch.where(f[..., 7] == 2, f[..., 4], torch.full_like(tile, self.n_seats))
-            counted = (f[..., 7] > 0).to(x.dtype)
-            seen = (nn.functional.one_hot(row * self.n_tiles + tile, self.seen_size)
-                    .to(x.dtype) * counted[..., None]).sum(1)                  # [B, 140]
-            x = x + seen_embed(seen)[:, None, :]
+            seen = seen_matrix(f, tile, self.n_seats, self.n_tiles)
+            x = x + seen_embed(seen.to(x.dtype))[:, None, :]
         attend = live[:, None, None, :]
         for layer in self.layers:
             x = layer(x, attend)

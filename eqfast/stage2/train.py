@@ -36,7 +36,7 @@ import hashlib
 import json
 import math
 import platform
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -47,8 +47,8 @@ from ..utils.atomic import atomic_write_text
 from .data import FORCED_WEIGHT, data_card, data_hash, load_split, prepare_rows
 from .evaluate import metrics as eval_metrics
 from .evaluate import predict
-from .model import (DEFAULT_CONFIG, Q_SCALE, build_model, check_config, count_parameters,
-                    forward_by_length)
+from .model import (CONFIG_OPTIONAL, DEFAULT_CONFIG, Q_SCALE, build_model, check_config,
+                    count_parameters, forward_by_length)
 from .weights import load_stage2_with_meta, save_stage2
 
 LOSSES = ("mse", "nll")
@@ -173,6 +173,7 @@ def evaluate_rows(model, rows: dict, device, loss: str, centered_weight: float =
 def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     """Train (or resume) per `cfg`; returns the last evaluation's metrics."""
     check_train_config(cfg)
+    cfg = replace(cfg, arch=check_config(cfg.arch))      # every key, optional ones filled in
     run = Path(cfg.run)
     device = torch.device(cfg.device)
     train_records, train_metas = load_split(cfg.data, "train")
@@ -195,6 +196,8 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     if ckpt.exists():
         step, state = load_checkpoint(ckpt, model, optimizer)
         saved = state.get("config", {})
+        if isinstance(saved.get("arch"), dict):     # keys added since fill in their default
+            saved["arch"] = {**CONFIG_OPTIONAL, **saved["arch"]}
         changed = [k for k in RESUME_KEYS if saved.get(k) != asdict(cfg)[k]]
         if changed:
             raise ValueError(f"{ckpt}: the run was started with other settings ("
