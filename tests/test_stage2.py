@@ -15,10 +15,10 @@ from eqfast.data.shards import load_records
 from eqfast.engine.games import setup_games
 from eqfast.engine.transcript import current_hand_order, transcript_tokens
 from eqfast.rules.batched import BatchedGames
-from eqfast.rules.tables import TILE_ID, torch_tables
+from eqfast.rules.tables import FOLLOWS, LED_SUIT, TILE_ID, torch_tables
 from eqfast.stage2.data import prepare_rows
 from eqfast.stage2.model import (build_model, export_program, forward_by_length, length_groups,
-                                 script_model, seen_matrix, trim_tokens)
+                                 script_model, seen_matrix, trim_tokens, void_matrix)
 from eqfast.stage2.policy import current_legal, stage2_slots
 from eqfast.stage2.train import TrainConfig, stage2_loss, train
 from eqfast.stage2.weights import (Stage2WeightsError, load_stage2, load_stage2_with_meta,
@@ -113,6 +113,11 @@ def test_torchscript_and_export_give_the_eager_outputs(records):
     torch.testing.assert_close(slog_var, log_var, rtol=0, atol=1e-5)
     torch.testing.assert_close(emu, mu, rtol=0, atol=1e-5)
     torch.testing.assert_close(elog_var, log_var, rtol=0, atol=1e-5)
+    wide = random_model(seen_tiles=2)
+    with torch.no_grad():
+        want = wide(tokens, lengths)[0]
+        for run in (script_model(wide), export_program(wide).module()):
+            torch.testing.assert_close(run(tokens, lengths)[0], want, rtol=0, atol=1e-5)
     short = trim_tokens(tokens, lengths)
     assert short.shape[1] == int(lengths.max()) < tokens.shape[1]
     with torch.no_grad():
@@ -121,18 +126,18 @@ def test_torchscript_and_export_give_the_eager_outputs(records):
 
 
 def test_tokens_cut_to_the_longest_length_give_the_same_outputs(records):
-    model = random_model(1)
     tokens = records["transcript_tokens"].long()
     lengths = records["transcript_lengths"]
     late = lengths >= 20                            # a mix of lengths, rows past the 8th token
     rows = torch.cat([torch.nonzero(late)[:5, 0], torch.nonzero(~late)[:5, 0]])
     t, ln = tokens[rows], lengths[rows]
-    with torch.no_grad():
-        mu, log_var = model(t, ln)
-        for cut in (trim_tokens(t, ln), t[:, :int(ln.max()) + 3]):
-            cmu, clog_var = model(cut, ln)
-            torch.testing.assert_close(cmu, mu, rtol=0, atol=1e-4)
-            torch.testing.assert_close(clog_var, log_var, rtol=0, atol=1e-5)
+    for model in (random_model(1), random_model(1, seen_tiles=2)):
+        with torch.no_grad():
+            mu, log_var = model(t, ln)
+            for cut in (trim_tokens(t, ln), t[:, :int(ln.max()) + 3]):
+                cmu, clog_var = model(cut, ln)
+                torch.testing.assert_close(cmu, mu, rtol=0, atol=1e-4)
+                torch.testing.assert_close(clog_var, log_var, rtol=0, atol=1e-5)
     # never below the declaration and a full hand, whose positions the head reads
     first = torch.zeros(2, 36, 8, dtype=torch.int64)
     assert trim_tokens(first, torch.tensor([2, 3])).shape[1] == 8
@@ -163,10 +168,48 @@ def test_seen_matrix_marks_who_played_what_and_the_actors_hand():
     assert len({t for _, t in played}) == 28
 
 
+@pytest.mark.parametrize("seed", [3, 8, 21])
+def test_void_matrix_marks_the_voids_shown_and_they_are_true(seed):
+    """A whole game played by a random model: at every decision the voids table holds
+    exactly the (relative player, led suit) pairs of the plays so far that did not follow
+    the suit of their trick's lead (tracked here from the plays, not from the tokens), and
+    every void it shows is true: that seat's hidden hand holds no tile of the suit."""
+    model = random_model(4)
+    games = BatchedGames.new(*setup_games([seed]))
+    decl = int(games.decl[0])
+    played, shown_any = [], 0                              # (absolute seat, tile id)
+    leds, follows = torch.as_tensor(LED_SUIT, dtype=torch.int64), torch.as_tensor(FOLLOWS)
+    for _ in range(28):
+        tokens, lengths = transcript_tokens(games)
+        live = torch.arange(36) < lengths[:, None]
+        f = tokens.long() * live[..., None]
+        tile = torch.as_tensor(TILE_ID, dtype=torch.int64)[f[..., 0], f[..., 1]]
+        got = void_matrix(f, tile, live, leds, follows)[0].view(4, 8)
+        actor = int(games.current_player[0])
+        want = torch.zeros(4, 8)
+        for i, (seat, t) in enumerate(played):
+            lead = played[i - i % 4][1]
+            suit = int(LED_SUIT[decl, lead])
+            if i % 4 and not FOLLOWS[decl, suit, t]:
+                want[(seat - actor) % 4, suit] = 1
+        assert torch.equal(got, want), len(played)
+        for r, s in torch.nonzero(got).tolist():
+            tiles, in_hand = games.hand_slots(torch.tensor([(actor + r) % 4]))
+            assert not FOLLOWS[decl, s, tiles[0][in_hand[0]].numpy()].any()
+        shown_any += int(got.sum())
+        tiles, _ = games.hand_slots(games.current_player)
+        slot = stage2_slots(model, games)
+        played.append((actor, int(tiles[0, slot])))
+        games = games.play(slot)
+    assert shown_any > 0
+
+
 def test_seen_tiles_reach_the_hand_slots_without_attention(records):
     """Attention silenced (output projections zero), a hand slot's μ sees the plays only
     through the seen-tiles summary: giving the last play to another player changes μ with
     the summary and changes nothing without it. Configs without the key load as 0."""
+    assert sum(p.numel() for p in random_model(6, seen_tiles=2).seen_embed.parameters()) == (
+        (5 * 28 + 4 * 8) * TINY_ARCH["d_model"])
     model = random_model(6, seen_tiles=1)
     assert sum(p.numel() for p in model.seen_embed.parameters()) == 5 * 28 * TINY_ARCH["d_model"]
     assert len(random_model(6).seen_embed) == 0 and build_model(TINY_ARCH).seen_tiles == 0

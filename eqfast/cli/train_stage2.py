@@ -37,10 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="attention heads (a divisor of --d-model)")
     ap.add_argument("--d-ff", type=int, default=DEFAULT_CONFIG["d_ff"],
                     help="feed-forward width")
-    ap.add_argument("--seen-tiles", action="store_true",
-                    help="add to every token a linear read of which player has played which "
-                         "tile and of the actor's hand (what is still out, without attention "
-                         "over the plays; docs/STAGE2.md)")
+    ap.add_argument("--seen-tiles", type=int, choices=(0, 1, 2), default=0,
+                    help="add to every token a linear read of a summary of the plays: 1 "
+                         "which player has played which tile and the actor's hand (what is "
+                         "still out); 2 also the voids each player has shown (a tile off the "
+                         "led suit); 0 none (docs/STAGE2.md)")
     ap.add_argument("--no-var-head", action="store_true",
                     help="no log sigma^2 head (log_var is then zeros; not with --loss nll)")
     ap.add_argument("--loss", choices=("mse", "nll"), default="mse",
@@ -133,7 +134,7 @@ def main(argv=None) -> int:
         return 2
     torch.set_num_threads(a.threads)
     arch = {"d_model": a.d_model, "n_layers": a.layers, "n_heads": a.heads, "d_ff": a.d_ff,
-            "var_head": 0 if a.no_var_head else 1, "seen_tiles": int(a.seen_tiles)}
+            "var_head": 0 if a.no_var_head else 1, "seen_tiles": a.seen_tiles}
     cfg = TrainConfig(data=a.data, run=a.run, arch=arch, loss=a.loss,
                       forced_weight=a.forced_weight, centered_weight=a.centered_weight,
                       steps=a.steps, batch=a.batch, lr=a.lr, weight_decay=a.weight_decay,

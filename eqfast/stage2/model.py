@@ -31,7 +31,7 @@ from torch import nn
 
 from ..engine.transcript import MAX_TOKENS, N_FEATURES
 from ..oracle.network import EncoderLayer
-from ..rules.tables import HAND_SIZE, N_SEATS, N_TILES
+from ..rules.tables import FOLLOWS, HAND_SIZE, LED_SUIT, N_SEATS, N_SUITS, N_TILES
 
 #: Values in points are divided by this inside the network (|Q| <= 42).
 Q_SCALE = 42.0
@@ -44,12 +44,15 @@ DEFAULT_CONFIG = {"d_model": 64, "n_layers": 3, "n_heads": 4, "d_ff": 128, "var_
                   "seen_tiles": 0}
 #: config keys and the ranges a weights file may give them
 CONFIG_RANGES = {"d_model": (8, 1024), "n_layers": (1, 16), "n_heads": (1, 32),
-                 "d_ff": (8, 8192), "var_head": (0, 1), "seen_tiles": (0, 1)}
+                 "d_ff": (8, 8192), "var_head": (0, 1), "seen_tiles": (0, 2)}
 #: keys a config may leave out, and their value then (files written before they existed)
 CONFIG_OPTIONAL = {"seen_tiles": 0}
 #: rows of the seen-tiles summary: the tiles each relative player has played, and the
 #: actor's hand
 SEEN_ROWS = N_SEATS + 1
+#: size of the summary at each seen_tiles level: 1 the seen tiles, 2 also the voids shown
+#: (relative player x suit, 8 suits with the called one)
+SUMMARY_SIZE = {1: SEEN_ROWS * N_TILES, 2: SEEN_ROWS * N_TILES + N_SEATS * N_SUITS}
 
 
 def check_config(config: dict) -> dict:
@@ -85,6 +88,27 @@ def seen_matrix(f: torch.Tensor, tile: torch.Tensor, n_seats: int = N_SEATS,
             * counted[..., None]).sum(1)
 
 
+def void_matrix(f: torch.Tensor, tile: torch.Tensor, live: torch.Tensor,
+                led_suit: torch.Tensor, follows: torch.Tensor, n_seats: int = N_SEATS,
+                n_suits: int = N_SUITS) -> torch.Tensor:
+    """[B, n_seats * n_suits] float zeros and ones: entry r * 8 + s is 1 when relative
+    player r has shown a void in suit s, by playing a tile that does not follow s in a
+    trick whose lead made s the led suit (RULES.md: a player who holds the led suit must
+    follow it). f [B, T, 8] clamped features, zero past the length; tile [B, T] ids; live
+    [B, T]; led_suit [10, 28] and follows [10, 8, 28] the rules tables."""
+    t = tile.shape[1]
+    pos = torch.arange(t, device=tile.device)[None, :]
+    is_play = f[..., 7] == 2
+    n_before = ((f[..., 7] < 2) & live).sum(1, keepdim=True)            # decl + hand tokens
+    place = (pos - n_before).clamp(min=0) % n_seats                       # 0: the lead
+    lead_tile = tile.gather(1, (pos - place).clamp(min=0))
+    decl = f[:, :1, 6].expand_as(tile)
+    led = led_suit[decl, lead_tile]
+    shown = is_play & (place > 0) & ~follows[decl, led, tile]
+    return (nn.functional.one_hot(f[..., 4] * n_suits + led, n_seats * n_suits).float()
+            * shown[..., None].float()).amax(1)
+
+
 class Stage2Model(nn.Module):
     """Transformer over the transcript tokens; `forward(tokens, lengths) -> (mu, log_var)`."""
 
@@ -118,8 +142,12 @@ class Stage2Model(nn.Module):
         # what is still out is at hand in the first layer instead of being gathered by
         # attention over the plays
         # attention over the plays (a list of one layer or none: no parameter without it)
-        self.seen_embed = nn.ModuleList([nn.Linear(SEEN_ROWS * N_TILES, d_model, bias=False)
-                                         for _ in range(self.seen_tiles)])
+        self.seen_embed = nn.ModuleList([nn.Linear(SUMMARY_SIZE[self.seen_tiles], d_model,
+                                                   bias=False)] if self.seen_tiles else [])
+        self.register_buffer("led_suit", torch.as_tensor(LED_SUIT, dtype=torch.int64),
+                             persistent=False)
+        self.register_buffer("follows", torch.as_tensor(FOLLOWS, dtype=torch.bool),
+                             persistent=False)
         self.layers = nn.ModuleList([EncoderLayer(d_model, n_heads, d_ff)
                                      for _ in range(n_layers)])
         self.norm = nn.LayerNorm(d_model)
@@ -145,6 +173,9 @@ class Stage2Model(nn.Module):
         x = x + self.tile_embed(tile_index) + self.position_embed(positions)
         for seen_embed in self.seen_embed:
             seen = seen_matrix(f, tile, self.n_seats, self.n_tiles)
+            if self.seen_tiles >= 2:
+                seen = torch.cat([seen, void_matrix(f, tile, live, self.led_suit,
+                                                    self.follows)], 1)
             x = x + seen_embed(seen.to(x.dtype))[:, None, :]
         attend = live[:, None, None, :]
         for layer in self.layers:
