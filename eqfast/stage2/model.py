@@ -16,11 +16,13 @@ count, relative player, in hand, declaration, token type), an embedding of (decl
 tile) (what the tile is under the contract: trump, suit, count, in one lookup) and a
 learned embedding of its position (0..35), so the order of the plays is seen; pre-norm
 encoder layers whose attention ignores the padding (key-padding mask from the lengths);
-a linear head read at positions 1..7. The network works in units of Q/42 internally
-(Q_SCALE) and scales μ back to points.
+a linear head read at positions 1..7. Optionally (`seen_tiles` 1 or 2) a summary of the
+plays (who played which tile, the actor's hand, at level 2 the voids each player has
+shown) is read by one linear layer and added to every token. The network works in units
+of Q/42 internally (Q_SCALE) and scales μ back to points.
 
 No data-dependent Python control flow: the module is TorchScript-able and `torch.export`
-clean with a dynamic batch dimension (tests/test_stage2.py).
+clean with dynamic batch and token dimensions (tests/test_stage2.py).
 """
 from __future__ import annotations
 
@@ -93,8 +95,7 @@ def void_matrix(f: torch.Tensor, tile: torch.Tensor, live: torch.Tensor,
                 n_suits: int = N_SUITS) -> torch.Tensor:
     """[B, n_seats * n_suits] float zeros and ones: entry r * 8 + s is 1 when relative
     player r has shown a void in suit s, by playing a tile that does not follow s in a
-    trick whose lead made s the led suit (RULES.md: a player who holds the led suit must
-    follow it). f [B, T, 8] clamped features, zero past the length; tile [B, T] ids; live
+    trick whose lead made s the led suit (docs/RULES.md, "Leading, following, voids"). f [B, T, 8] clamped features, zero past the length; tile [B, T] ids; live
     [B, T]; led_suit [10, 28] and follows [10, 8, 28] the rules tables."""
     t = tile.shape[1]
     pos = torch.arange(t, device=tile.device)[None, :]
@@ -137,11 +138,10 @@ class Stage2Model(nn.Module):
         # (decl, tile) of tile tokens; index N_DECLS * N_TILES for the declaration token
         self.tile_embed = nn.Embedding(N_DECLS * N_TILES + 1, d_model)
         self.position_embed = nn.Embedding(MAX_TOKENS, d_model)
-        # seen_tiles: a linear read of which relative player played which tile and which
-        # tiles the actor holds (SEEN_ROWS x 28 zeros and ones), added to every token, so
-        # what is still out is at hand in the first layer instead of being gathered by
-        # attention over the plays
-        # attention over the plays (a list of one layer or none: no parameter without it)
+        # seen_tiles: a linear read of a summary of the plays (seen_matrix, and at level 2
+        # void_matrix) added to every token, so what is still out, and who cannot hold a
+        # suit, is at hand in the first layer instead of being gathered by attention over
+        # the plays (a list of one layer or none: no parameter without it)
         self.seen_embed = nn.ModuleList([nn.Linear(SUMMARY_SIZE[self.seen_tiles], d_model,
                                                    bias=False)] if self.seen_tiles else [])
         self.register_buffer("led_suit", torch.as_tensor(LED_SUIT, dtype=torch.int64),
