@@ -95,7 +95,8 @@ def void_matrix(f: torch.Tensor, tile: torch.Tensor, live: torch.Tensor,
                 n_suits: int = N_SUITS) -> torch.Tensor:
     """[B, n_seats * n_suits] float zeros and ones: entry r * 8 + s is 1 when relative
     player r has shown a void in suit s, by playing a tile that does not follow s in a
-    trick whose lead made s the led suit (docs/RULES.md, "Leading, following, voids"). f [B, T, 8] clamped features, zero past the length; tile [B, T] ids; live
+    trick whose lead made s the led suit (docs/RULES.md, "Leading, following, voids").
+    f [B, T, 8] clamped features, zero past the length; tile [B, T] ids; live
     [B, T]; led_suit [10, 28] and follows [10, 8, 28] the rules tables."""
     t = tile.shape[1]
     pos = torch.arange(t, device=tile.device)[None, :]
