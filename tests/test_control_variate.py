@@ -14,6 +14,7 @@ from eqfast.data.schema import DecisionRecords, check_invariants
 from eqfast.data.shards import load_records
 from eqfast.engine.moments import (control_variate_moments, control_variate_se,
                                    weighted_moments)
+from eqfast.engine import pipeline
 from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
 
@@ -264,6 +265,59 @@ def test_with_posterior_weights_a_constant_bias_still_cancels():
     assert bool(applied.any()) and bool((wide["ess"] < wide["n_worlds"] - 0.5).any())
     torch.testing.assert_close(cv["e_q_mean"][legal], wide["e_q_mean"][legal], rtol=0,
                                atol=1e-4)
+
+
+def test_the_wide_worlds_weights_reuse_the_main_worlds_behaviour_rows():
+    """B's first n worlds are A's, so the behaviour oracle's rows of A serve B's weights:
+    a control variate with posterior weights queries the behaviour oracle on B's worlds
+    only, exactly the rows of a run on B's worlds without the control variate (same
+    trajectories here, as the constant bias cancels), not those plus A's again."""
+    seeds = [3, 4]
+    cfg = dict(posterior=POSTERIOR, seed=5)
+    cv = Engine(HashOracle(), EngineConfig(n_samples=6, cv_samples=24, **cfg),
+                cv_oracle=BiasedOracle(), behaviour_oracle=NoisyOracle())
+    wide = Engine(HashOracle(), EngineConfig(n_samples=24, **cfg),
+                  behaviour_oracle=NoisyOracle())
+    a, b = cv.play(seeds), wide.play(seeds)
+    assert torch.equal(a["transcript_tokens"], b["transcript_tokens"])
+    assert wide.behaviour_rows > 0
+    assert cv.behaviour_rows == wide.behaviour_rows
+
+
+class _NoReuse(pipeline._RowCache):
+    """A row cache that never holds anything: every world is evaluated again."""
+
+    @property
+    def rows(self):
+        return None
+
+    @rows.setter
+    def rows(self, value):
+        pass
+
+
+@pytest.mark.parametrize("config", [
+    dict(n_samples=6, cv_samples=24),
+    dict(n_samples=4, cv_samples=64, sem=2.0, max_samples=32),
+    dict(n_samples=4, sem=2.0, max_samples=32),
+], ids=["control-variate", "adaptive-control-variate", "adaptive"])
+def test_reusing_behaviour_rows_changes_no_record(monkeypatch, config):
+    """The behaviour rows reused across the control variate's two world sets and across
+    adaptive rounds give the records of evaluating every world's rows again, bit for bit
+    (deterministic oracles), for fewer behaviour-oracle rows."""
+    seeds = [3, 4, 5]
+    cfg = EngineConfig(posterior=POSTERIOR, seed=5, **config)
+    cv = {"cv_oracle": NoisyOracle()} if "cv_samples" in config else {}
+    reuse = Engine(HashOracle(), cfg, behaviour_oracle=NoisyOracle(), **cv)
+    a = reuse.play(seeds)
+    caches = pipeline._DecisionCaches
+    monkeypatch.setattr(pipeline, "_DecisionCaches", lambda: caches(behaviour=_NoReuse()))
+    again = Engine(HashOracle(), cfg, behaviour_oracle=NoisyOracle(), **cv)
+    b = again.play(seeds)
+    for name in a.tensors:
+        assert torch.equal(a[name], b[name]), name
+    assert 0 < reuse.behaviour_rows < again.behaviour_rows
+    assert reuse.oracle_rows == again.oracle_rows and reuse.cv_rows == again.cv_rows
 
 
 def test_a_behaviour_oracle_weights_the_worlds_and_counts_its_rows_apart():

@@ -27,6 +27,12 @@ Never the same oracle row twice: within one game a world is identified by its ra
 are functions of (game, rank). Duplicate draws (sampling is with replacement) and the
 repeated rows of an enumeration therefore share one oracle row. Late in a hand, where
 the number of consistent worlds is below N, this cuts oracle rows by up to ~N/total.
+Across one decision, row caches keyed by (game, rank) (`_DecisionCaches`) hold every row
+evaluated so far, so adaptive rounds evaluate only their new worlds, and the control
+variate's wide worlds B, whose first n are the main worlds A, evaluate neither the control
+oracle nor (for their posterior weights) the behaviour oracle on A again: on 20 games of
+the CPU default with --posterior, 20% fewer behaviour-oracle rows (1,014,691 to 811,315),
+the same records bit for bit.
 
 Randomness: world draws use key mix_seed(seed, game_seed, decision, STREAM_WORLDS) with
 the world index as the counter; policy draws use STREAM_POLICY. A record is therefore a
@@ -235,6 +241,18 @@ class _RowCache:
     rows: tuple | None = None
 
 
+@dataclass
+class _DecisionCaches:
+    """The row caches of one decision, keyed by (game, world rank), so a world evaluated once
+    is never evaluated again at that decision: `main` the main oracle's rows, `control` the
+    control variate oracle's (on A and B), `behaviour` the behaviour oracle's window rows
+    [K * 7] of the posterior, shared by A and B (B's first n worlds are A's) and by the
+    adaptive rounds."""
+    main: _RowCache = field(default_factory=_RowCache)
+    control: _RowCache = field(default_factory=_RowCache)
+    behaviour: _RowCache = field(default_factory=_RowCache)
+
+
 class Engine:
     """Plays games with an oracle and records every decision (reference or Triton stages)."""
 
@@ -327,14 +345,14 @@ class Engine:
 
         sub = torch.arange(G, device=self.device)
         n = cfg.n_for(decision)
-        cache = _RowCache()
-        # the control oracle's rows of every round, and its moments on the wide worlds B,
-        # which are the same in each round: B is evaluated once per decision
-        cv_cache, cv_wide = _RowCache(), {}
+        caches = _DecisionCaches()
+        # the control variate's moments on the wide worlds B, which are the same in each
+        # round: B is evaluated once per decision
+        cv_wide = {}
         mom = n_worlds = enumerated = world_q = world_logw = world_owner = pdf = cv = None
         while True:
             part = games if len(sub) == G else games.select(sub)
-            sample, q, logw, owner = self._evaluate(part, sub, keys[sub], n, legal[sub], cache)
+            sample, q, logw, owner = self._evaluate(part, sub, keys[sub], n, legal[sub], caches)
             with stage("reduce"):
                 m = self.backend.weighted_moments(q, legal[sub], logw)
                 h = q_histogram(q, legal[sub], logw) if cfg.q_pdf else None
@@ -342,7 +360,7 @@ class Engine:
             if self.cv_oracle is not None:
                 with stage("control variate"):
                     m, c = self._control_variate(part, sub, keys[sub], n, legal[sub], m, q,
-                                                 logw, sample.enumerated, cv_cache, cv_wide)
+                                                 logw, sample.enumerated, caches, cv_wide)
             if mom is None:
                 mom, n_worlds, enumerated, pdf, cv = m, sample.n_worlds, sample.enumerated, h, c
                 world_q, world_logw, world_owner = q, logw, owner
@@ -379,25 +397,26 @@ class Engine:
         return records, sel.slot
 
     def _control_variate(self, games, gid, keys, n, legal, main: Moments, main_q, main_logw,
-                         enumerated, cache, wide_of_batch):
+                         enumerated, caches, wide_of_batch):
         """The main oracle's moments `main` (its Q main_q [G,n,7] on the decision's n worlds,
         set A, weights main_logw) corrected by the control variate: its oracle on A and on
         cfg.cv_samples worlds (set B, the same counter-based draws, so A's worlds lead B's
         unless B enumerates; where adaptive rounds take n to cv_samples or past it, B is A
         and the correction is 0). Rows whose A holds every consistent world are exact
         already and keep `main`. gid: the games' indices in the decision's batch, keys of
-        the control oracle's row cache `cache`; wide_of_batch: B's moments of every game of
+        the decision's row caches `caches`; wide_of_batch: B's moments of every game of
         the decision, filled by the first round (which holds them all) and read by the
         others. Returns (moments, ControlVariate fields of the records)."""
 
         def control_on(m, logw=None):
-            sample, q, logw, _ = self._evaluate(games, gid, keys, m, legal, cache,
+            sample, q, logw, _ = self._evaluate(games, gid, keys, m, legal, caches,
                                                 oracle=self.cv_oracle, logw=logw)
             with stage("reduce"):
                 return sample, q, self.backend.weighted_moments(q, legal, logw)
 
         # A with the main oracle's weights (the same worlds, the same behaviour model); B
-        # after it, sharing the row cache, so B's worlds that are A's are not evaluated again
+        # after it, sharing the row caches, so B's worlds that are A's are not evaluated
+        # again, by the control oracle or (for B's weights) by the behaviour oracle
         same_sample, q_same, same = control_on(n, main_logw)
         if n >= self.cfg.cv_samples:
             wide, wide_sampled = same, ~same_sample.enumerated
@@ -422,14 +441,15 @@ class Engine:
             se=torch.where(applied, se, zero),
             worlds=torch.where(corrected, wide_worlds, torch.zeros_like(wide_worlds)))
 
-    def _evaluate(self, games, gid, keys, n, legal, cache, oracle=None, logw=None):
+    def _evaluate(self, games, gid, keys, n, legal, caches, oracle=None, logw=None):
         """Sample n worlds per game, query the oracle on the distinct ones, weight them:
         (sample, q [G,n,7], logw [G,n], the worlds' tile owners [G,n,28] or None unless
         cfg.store_worlds).
 
-        gid: the games' indices in the full batch (keys of the oracle-row cache); oracle:
-        self.oracle unless given (the control variate's); logw: these worlds' weights when
-        already known (the control variate on the main oracle's worlds)."""
+        gid: the games' indices in the full batch (keys of the decision's row caches
+        `caches`); oracle: self.oracle unless given (the control variate's); logw: these
+        worlds' weights when already known (the control variate on the main oracle's
+        worlds)."""
         cfg = self.cfg
         G = games.batch_size
         main = oracle is None
@@ -458,6 +478,7 @@ class Engine:
             def fetch(rows):
                 return oracle.query(batch.select(rows))
         with stage("oracle"), oracle_precision(cfg.oracle_precision, self.device):
+            cache = caches.main if main else caches.control
             q_u, legal_u, n_new = self._query_cached(fetch, rep, ranks, gid, cache)
         if main:
             self.world_rows += G * n
@@ -477,13 +498,15 @@ class Engine:
         if logw is None and cfg.posterior is None:
             logw = torch.where(sample.valid, 0.0, float("-inf"))
         elif logw is None:
-            logw = self._posterior(games, info, sample, ranks, rep, inverse)
+            logw = self._posterior(games, gid, info, sample, ranks, rep, inverse,
+                                   caches.behaviour)
         owner = world_owners(games, info, sample) if cfg.store_worlds else None
         return sample, q, logw, owner
 
     def _query_cached(self, fetch, rep, ranks, gid, cache):
         """(q, legal, rows evaluated) of the oracle rows `rep` (fetch(index) -> (q, legal)),
-        reusing rows of earlier rounds (adaptive sampling)."""
+        reusing the rows `cache` holds (earlier rounds, or the other world set of the
+        control variate)."""
         n = ranks.shape[1]
         key = gid[torch.div(rep, n, rounding_mode="floor")] * (1 << 32) + ranks.reshape(-1)[rep]
         old = cache.rows
@@ -492,9 +515,12 @@ class Engine:
         else:
             todo = ~torch.isin(key, old[0])
         sub = rep[todo]
+        if len(sub) == 0:  # all held already: no zero-row query
+            pos = torch.searchsorted(old[0], key)
+            return old[1][pos], old[2][pos], 0
         q_new, l_new = _chunked(lambda sl: fetch(sub[sl]), len(sub), cfg_chunk(self.cfg))
-        q = torch.empty(len(rep), 7, dtype=q_new.dtype, device=q_new.device)
-        lg = torch.empty(len(rep), 7, dtype=torch.bool, device=q_new.device)
+        q = torch.empty(len(rep), *q_new.shape[1:], dtype=q_new.dtype, device=q_new.device)
+        lg = torch.empty(len(rep), *l_new.shape[1:], dtype=torch.bool, device=q_new.device)
         q[todo], lg[todo] = q_new, l_new
         if old is not None and bool((~todo).any()):
             pos = torch.searchsorted(old[0], key[~todo])
@@ -508,28 +534,35 @@ class Engine:
         cache.rows = (key[order], q_all[order], lg_all[order])
         return q, lg, len(sub)
 
-    def _posterior(self, games, info, sample, ranks, rep, inverse):
+    def _posterior(self, games, gid, info, sample, ranks, rep, inverse, cache):
+        """log w [G, n] of the sampled worlds: the behaviour oracle's Q at each of the last
+        K plays in each distinct world (rows of worlds in `cache`, evaluated earlier at this
+        decision, are reused), then the backend's posterior."""
         cfg = self.cfg
         G, n = ranks.shape
         K = cfg.posterior.window_k
         with stage("worlds"):
             initial, _ = world_tile_masks(games, info, sample)
             prefix = prefix_oracle_batch(games, initial, K)
-        # rows of the distinct worlds only, and only at valid window steps
-        g_of_u = torch.div(rep, n, rounding_mode="floor")
-        step_ok = prefix.valid[g_of_u]                                     # [U, K]
-        rows = (rep[:, None] * K + torch.arange(K, device=rep.device))[step_ok]
-        with stage("oracle"), oracle_precision(cfg.oracle_precision, self.device):
-            q_u = torch.zeros(len(rep), K, 7, device=self.device)
-            l_u = torch.zeros(len(rep), K, 7, dtype=torch.bool, device=self.device)
+        behaviour = self.behaviour_oracle or self.oracle
+
+        def fetch(worlds):
+            # the valid window steps of these worlds (flat world rows), [len, K * 7]
+            step_ok = prefix.valid[torch.div(worlds, n, rounding_mode="floor")]
+            rows = (worlds[:, None] * K + torch.arange(K, device=worlds.device))[step_ok]
+            q_w = torch.zeros(len(worlds), K, 7, device=self.device)
+            l_w = torch.zeros(len(worlds), K, 7, dtype=torch.bool, device=self.device)
             if len(rows):
-                behaviour = self.behaviour_oracle or self.oracle
                 qk, lk = _chunked_query(behaviour, prefix.batch.select(rows), cfg_chunk(cfg))
                 if self.behaviour_oracle is None:
                     self.oracle_rows += len(rows)
                 else:
                     self.behaviour_rows += len(rows)
-                q_u[step_ok], l_u[step_ok] = qk.to(q_u.dtype), lk
+                q_w[step_ok], l_w[step_ok] = qk.to(q_w.dtype), lk
+            return q_w.view(len(worlds), K * 7), l_w.view(len(worlds), K * 7)
+
+        with stage("oracle"), oracle_precision(cfg.oracle_precision, self.device):
+            q_u, l_u, _ = self._query_cached(fetch, rep, ranks, gid, cache)
         with stage("posterior"):
             q_past = q_u[inverse].view(G, n, K, 7)
             legal_past = l_u[inverse].view(G, n, K, 7)
