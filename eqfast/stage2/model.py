@@ -86,8 +86,10 @@ def seen_matrix(f: torch.Tensor, tile: torch.Tensor, n_seats: int = N_SEATS,
     declaration token and padding (token type 0) count nowhere."""
     row = torch.where(f[..., 7] == 2, f[..., 4], torch.full_like(tile, n_seats))
     counted = (f[..., 7] > 0).float()
-    return (nn.functional.one_hot(row * n_tiles + tile, (n_seats + 1) * n_tiles).float()
-            * counted[..., None]).sum(1)
+    # a scatter, not a [B, T, 140] one-hot summed over T: the same zeros and ones, 6x
+    # faster (118 -> 18 us at B = 64, T = 20, one thread)
+    out = torch.zeros(tile.shape[0], (n_seats + 1) * n_tiles, device=tile.device)
+    return out.scatter_add_(1, row * n_tiles + tile, counted)
 
 
 def void_matrix(f: torch.Tensor, tile: torch.Tensor, live: torch.Tensor,
@@ -107,8 +109,8 @@ def void_matrix(f: torch.Tensor, tile: torch.Tensor, live: torch.Tensor,
     decl = f[:, :1, 6].expand_as(tile)
     led = led_suit[decl, lead_tile]
     shown = is_play & (place > 0) & ~follows[decl, led, tile]
-    return (nn.functional.one_hot(f[..., 4] * n_suits + led, n_seats * n_suits).float()
-            * shown[..., None].float()).amax(1)
+    out = torch.zeros(tile.shape[0], n_seats * n_suits, device=tile.device)
+    return out.scatter_reduce_(1, f[..., 4] * n_suits + led, shown.float(), "amax")
 
 
 class Stage2Model(nn.Module):
