@@ -137,6 +137,10 @@ class PosteriorConfig:
     delta: float = 30.0
     ess_remix_threshold: float = 0.10   # fraction of the valid worlds; 0 = no re-mixing
     strict: bool = True
+    # score the acting player's own plays in the window (spec 000: every one of the last
+    # K); False leaves them out: chosen from its own information set, they carry no
+    # evidence about the hidden hands (benchmarks/RESULTS.md, "The actor's own plays")
+    own_plays: bool = True
 
     def __post_init__(self):
         if not self.tau > 0:
@@ -150,6 +154,9 @@ class PosteriorConfig:
         if not 0.0 <= self.ess_remix_threshold <= 1.0:
             raise ValueError("PosteriorConfig.ess_remix_threshold must be in [0, 1], "
                              f"got {self.ess_remix_threshold}")
+        if not isinstance(self.own_plays, bool):
+            raise ValueError(f"PosteriorConfig.own_plays must be true or false, got "
+                             f"{self.own_plays!r}")
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ from ..utils.progress import Progress
 from .common import HelpFormatter, device_problem
 
 #: flags that only act together with another one: {switch: flags it enables}
-DEPENDENT_FLAGS = {"posterior": ("tau", "beta", "window", "delta", "behaviour_oracle"),
+DEPENDENT_FLAGS = {"posterior": ("tau", "beta", "window", "delta", "behaviour_oracle",
+                                 "skip_own_plays"),
                    "sem": ("max_samples",), "control_variate": ("cv_samples",)}
 
 
@@ -157,6 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--beta", type=float, default=0.10, help="uniform mixing of the behaviour model")
     q.add_argument("--window", type=int, default=8, help="K: plays scored")
     q.add_argument("--delta", type=float, default=30.0, help="log-weight clip")
+    q.add_argument("--skip-own-plays", action="store_true",
+                   help="leave the actor's own plays out of the K scored (the spec scores "
+                        "them; chosen from the actor's own information set, they carry no "
+                        "evidence about the hidden hands; benchmarks/RESULTS.md measures the "
+                        "difference); recorded as posterior.own_plays")
     q.add_argument("--behaviour-oracle", default=None, metavar="ORACLE",
                    help="the oracle whose Q at the last K plays defines the behaviour model "
                         "('default', 'accurate', 'exact' or a weights path). When left out, "
@@ -220,7 +226,9 @@ def run_settings(cfg: EngineConfig, identity: dict, cv_identity: dict | None = N
     return jsonable({
         "run_seed": cfg.seed, "n_samples": cfg.n_samples, "sem": cfg.sem,
         "max_samples": cfg.max_samples if cfg.sem is not None else None,
-        "posterior": asdict(cfg.posterior) if cfg.posterior is not None else None,
+        # own_plays only when False, so directories written before it existed still resume
+        "posterior": ({k: v for k, v in asdict(cfg.posterior).items()
+                       if k != "own_plays" or not v} if cfg.posterior is not None else None),
         "exploration": asdict(cfg.exploration), "decl_mode": str(cfg.decl_mode),
         "store_worlds": cfg.store_worlds,
         "oracle": identity.get("sha256") or identity.get("name"),
@@ -405,7 +413,8 @@ def engine_config(args) -> EngineConfig:
         oracle_precision=args.oracle_precision,
         n_by_trick=parse_n_by_trick(args.n_by_trick) if args.n_by_trick is not None else None,
         posterior=(PosteriorConfig(tau=args.tau, beta=args.beta, window_k=args.window,
-                                   delta=args.delta) if args.posterior else None),
+                                   delta=args.delta, own_plays=not args.skip_own_plays)
+                   if args.posterior else None),
         exploration=ExplorationConfig(temperature=args.temperature, epsilon=args.epsilon,
                                       blunder_rate=args.blunder_rate,
                                       blunder_max_regret=args.blunder_max_regret))

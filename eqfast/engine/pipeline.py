@@ -60,7 +60,8 @@ from .policy import ExplorationConfig, select_actions
 from .posterior import PosteriorConfig
 from .records import ControlVariate, outcome_tensors, records_from_step
 from .sampling import world_ranks
-from .worlds import build_oracle_batch, prefix_oracle_batch, world_owners, world_tile_masks
+from .worlds import (build_oracle_batch, own_play_steps, prefix_oracle_batch, world_owners,
+                     world_tile_masks)
 from ..data.schema import DecisionRecords, require_invariants
 
 STREAM_WORLDS = 1
@@ -544,11 +545,14 @@ class Engine:
         with stage("worlds"):
             initial, _ = world_tile_masks(games, info, sample)
             prefix = prefix_oracle_batch(games, initial, K)
+            scored = prefix.valid                                              # [G, K]
+            if not cfg.posterior.own_plays:
+                scored = scored & ~own_play_steps(games, K)
         behaviour = self.behaviour_oracle or self.oracle
 
         def fetch(worlds):
-            # the valid window steps of these worlds (flat world rows), [len, K * 7]
-            step_ok = prefix.valid[torch.div(worlds, n, rounding_mode="floor")]
+            # the scored window steps of these worlds (flat world rows), [len, K * 7]
+            step_ok = scored[torch.div(worlds, n, rounding_mode="floor")]
             rows = (worlds[:, None] * K + torch.arange(K, device=worlds.device))[step_ok]
             q_w = torch.zeros(len(worlds), K, 7, device=self.device)
             l_w = torch.zeros(len(worlds), K, 7, dtype=torch.bool, device=self.device)
@@ -567,7 +571,7 @@ class Engine:
             q_past = q_u[inverse].view(G, n, K, 7)
             legal_past = l_u[inverse].view(G, n, K, 7)
             logw, diag = self.backend.posterior_log_weights(
-                q_past, legal_past, prefix.observed_slot, prefix.valid, cfg.posterior,
+                q_past, legal_past, prefix.observed_slot, scored, cfg.posterior,
                 world_valid=sample.valid)
         return logw
 

@@ -155,6 +155,14 @@ def build_oracle_batch(games: BatchedGames, info: HiddenInfo, sample: WorldSampl
     )
 
 
+def own_play_steps(games: BatchedGames, window: int) -> torch.Tensor:
+    """[G, K] bool: window step k (play n_plays - K + k) is a play of the seat now to act
+    (the steps `PosteriorConfig(own_plays=False)` leaves out)."""
+    step = games.n_plays[:, None] - window + torch.arange(window, device=games.device)
+    seat = games.seats.gather(1, step.clamp(min=0))
+    return (step >= 0) & (seat == games.current_player[:, None])
+
+
 def prefix_oracle_batch(games: BatchedGames, initial: torch.Tensor, window: int) -> PrefixBatch:
     """The actor's decision at each of the last `window` plays, in every world (module doc).
 
