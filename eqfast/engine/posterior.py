@@ -7,6 +7,9 @@ per-step Q into log-weights:
 
     log w_i = sum over valid window steps j of log pi_beh(a_j | I_j(w_i))
 
+(the engines pass the acting player's own plays as invalid steps when
+PosteriorConfig.own_plays is False)
+
 with the behaviour model
 
     A(a)    = Q(a) - mean over legal a' of Q(a')
