@@ -30,6 +30,7 @@ import torch
 from eqfast.engine import pipeline
 from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
+from eqfast.engine.worlds import own_play_steps
 from eqfast.oracle import ExactOracle, load_default_oracle
 
 BUDGETS = (25, 50, 100, 100, 100, 100, 100)
@@ -46,10 +47,8 @@ class OwnPlaysProbe:
         make_prefix = pipeline.prefix_oracle_batch
 
         def prefix(games, initial, window):
-            batch = make_prefix(games, initial, window)
-            actor_at = games.seats.gather(1, batch.step.clamp(min=0))
-            self._own = (actor_at == games.current_player[:, None]) & batch.valid
-            return batch
+            self._own = own_play_steps(games, window)
+            return make_prefix(games, initial, window)
 
         backend = engine.backend
 

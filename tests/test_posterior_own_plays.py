@@ -3,6 +3,7 @@ leaves the acting player's own plays out of the K it scores. The steps it leaves
 against a brute force over the transcript; the engine's records against scoring with
 those steps masked by hand; fewer behaviour rows; the CLI flag, its metadata and the
 rebuild of the setting by eqfast-validate's engine config."""
+import dataclasses
 import json
 
 import pytest
@@ -60,7 +61,6 @@ class _MaskOwnSteps:
                                                  world_valid=world_valid)
 
         monkeypatch.setattr(pipeline, "prefix_oracle_batch", prefix)
-        import dataclasses
         engine.backend = dataclasses.replace(backend, posterior_log_weights=posterior)
 
 

@@ -53,7 +53,7 @@ from .pipeline import (N_DECISIONS, STREAM_POLICY, STREAM_WORLDS, Backend, Engin
 from .moments import Moments, q_histogram
 from .policy import Selection, policy_uniforms, select_with_uniforms
 from .records import outcome_tensors, record_tensors
-from .worlds import (build_oracle_batch, own_play_steps, prefix_oracle_batch, world_owners,
+from .worlds import (build_oracle_batch, prefix_oracle_batch, scored_steps, world_owners,
                      world_tile_masks)
 
 
@@ -137,8 +137,8 @@ class DecisionStep:
                         q_past = self._batch_forward(prefix.batch)
                     legal_past = legal_slots(prefix.batch)
                     observed, step_valid = prefix.observed_slot, prefix.valid
-                if not cfg.posterior.own_plays:
-                    step_valid = step_valid & ~own_play_steps(games, K)
+                # static shapes: the rows of steps left out are evaluated, then not scored
+                step_valid = scored_steps(games, step_valid, cfg.posterior.own_plays)
                 with stage("posterior"):
                     logw, _ = self.backend.posterior_log_weights(
                         q_past.view(G, N, K, 7), legal_past.view(G, N, K, 7), observed,

@@ -60,7 +60,7 @@ from .policy import ExplorationConfig, select_actions
 from .posterior import PosteriorConfig
 from .records import ControlVariate, outcome_tensors, records_from_step
 from .sampling import world_ranks
-from .worlds import (build_oracle_batch, own_play_steps, prefix_oracle_batch, world_owners,
+from .worlds import (build_oracle_batch, prefix_oracle_batch, scored_steps, world_owners,
                      world_tile_masks)
 from ..data.schema import DecisionRecords, require_invariants
 
@@ -545,9 +545,7 @@ class Engine:
         with stage("worlds"):
             initial, _ = world_tile_masks(games, info, sample)
             prefix = prefix_oracle_batch(games, initial, K)
-            scored = prefix.valid                                              # [G, K]
-            if not cfg.posterior.own_plays:
-                scored = scored & ~own_play_steps(games, K)
+            scored = scored_steps(games, prefix.valid, cfg.posterior.own_plays)   # [G, K]
         behaviour = self.behaviour_oracle or self.oracle
 
         def fetch(worlds):

@@ -163,6 +163,12 @@ def own_play_steps(games: BatchedGames, window: int) -> torch.Tensor:
     return (step >= 0) & (seat == games.current_player[:, None])
 
 
+def scored_steps(games: BatchedGames, valid: torch.Tensor, own_plays: bool) -> torch.Tensor:
+    """The window steps [G, K] the posterior scores: the valid ones, less the actor's own
+    plays unless `own_plays` (PosteriorConfig.own_plays)."""
+    return valid if own_plays else valid & ~own_play_steps(games, valid.shape[1])
+
+
 def prefix_oracle_batch(games: BatchedGames, initial: torch.Tensor, window: int) -> PrefixBatch:
     """The actor's decision at each of the last `window` plays, in every world (module doc).
 
