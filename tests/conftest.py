@@ -23,6 +23,11 @@ except Exception:  # pragma: no cover - broken CUDA install
     _HAS_CUDA = False
 if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+if os.environ.get("TRITON_INTERPRET") == "1":
+    # Interpreted kernels get the bounds check a GPU does not give: a lane that loads or
+    # stores outside its tensor arguments fails the test (tests/interpreter_bounds.py).
+    from interpreter_bounds import install as _install_bounds_check
+    _install_bounds_check()
 
 #: The device of tests that run Triton kernels: interpreted kernels on the CPU take CPU
 #: tensors, compiled kernels (a CUDA machine) take CUDA tensors only.
