@@ -24,10 +24,11 @@ except Exception:  # pragma: no cover - broken CUDA install
 if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 if os.environ.get("TRITON_INTERPRET") == "1":
-    # Interpreted kernels get the bounds check a GPU does not give: a lane that loads or
-    # stores outside its tensor arguments fails the test (tests/interpreter_bounds.py).
-    from interpreter_bounds import install as _install_bounds_check
-    _install_bounds_check()
+    # Interpreted kernels get checks a GPU does not give: a lane that loads or stores
+    # outside its tensor arguments, or two programs of a launch that share an element one
+    # of them writes, fails the test (tests/interpreter_checks.py).
+    from interpreter_checks import install as _install_interpreter_checks
+    _install_interpreter_checks()
 
 #: The device of tests that run Triton kernels: interpreted kernels on the CPU take CPU
 #: tensors, compiled kernels (a CUDA machine) take CUDA tensors only.

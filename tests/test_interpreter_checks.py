@@ -1,7 +1,9 @@
-"""The interpreter's out-of-bounds checker (tests/interpreter_bounds.py), which conftest
-installs for every test when kernels are interpreted: it must catch a load or store one
-element past a tensor, or before it, and past a view inside a larger buffer, and must let
-masked-off lanes and exact fits through."""
+"""The interpreter's checks (tests/interpreter_checks.py), which conftest installs for every
+test when kernels are interpreted. Bounds: a load or store one element past a tensor, or
+before it, or past a view inside a larger buffer, is caught; masked-off lanes and exact fits
+pass. Races: two programs storing one element, or one program loading what another stores
+in the same launch, are caught; programs that keep to their own elements, and a program
+that reads back its own store, pass."""
 from __future__ import annotations
 
 import os
@@ -15,7 +17,7 @@ pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
-from interpreter_bounds import OutOfBounds  # noqa: E402
+from interpreter_checks import OutOfBounds, Race  # noqa: E402
 
 
 @triton.jit
@@ -91,3 +93,39 @@ def test_the_error_type():
     with pytest.raises(Exception) as info:
         _run(src, dst, 8, shift=1, masked=False)
     assert isinstance(info.value, OutOfBounds) or "OutOfBounds" in str(info.value)
+
+
+@triton.jit
+def _shifted_sum(src, dst, shift, BLOCK: tl.constexpr):
+    """Program p stores block p of dst = src + (block p + shift of dst): with shift 0 each
+    program reads back its own store; otherwise it reads a neighbour's."""
+    p = tl.program_id(0)
+    i = p * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + i, tl.load(src + i))
+    j = (p + shift) % tl.num_programs(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + i, tl.load(dst + i) + tl.load(dst + j, mask=j >= 0, other=0))
+
+
+@triton.jit
+def _all_to_one(dst):
+    tl.store(dst, tl.program_id(0))
+
+
+def test_programs_on_their_own_elements_pass():
+    src, dst = torch.arange(16, dtype=torch.int32), torch.zeros(16, dtype=torch.int32)
+    _shifted_sum[(4,)](src, dst, 0, BLOCK=4)
+    assert torch.equal(dst, 2 * src)
+
+
+def test_a_load_of_another_programs_store_is_a_race():
+    src, dst = torch.arange(16, dtype=torch.int32), torch.zeros(16, dtype=torch.int32)
+    with pytest.raises(Race, match=r"_shifted_sum: program \d+ loads byte \d+ of argument "
+                                   r"'dst', which program \d+ of the same launch stores"):
+        _shifted_sum[(4,)](src, dst, 1, BLOCK=4)
+
+
+def test_two_programs_storing_one_element_is_a_race():
+    dst = torch.zeros(4, dtype=torch.int32)
+    _all_to_one[(1,)](dst)
+    with pytest.raises(Race, match=r"programs 0 and 1 both store to byte 0 of argument 'dst'"):
+        _all_to_one[(3,)](dst)

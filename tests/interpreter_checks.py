@@ -1,4 +1,5 @@
-"""Out-of-bounds detection for Triton kernels run under the interpreter.
+"""Out-of-bounds and cross-program race detection for Triton kernels run under the
+interpreter.
 
 Compiled on a GPU, a kernel that loads past the end of a tensor reads whatever lies there
 (another tensor of the caching allocator, usually) and a store past the end corrupts it;
@@ -12,6 +13,15 @@ address whole elements inside the extent of one tensor argument of the kernel be
 reading a neighbour inside a shared buffer is the same bug). A lane outside raises
 `OutOfBounds` naming the kernel, the program id, the access and the nearest argument.
 Lanes whose mask is false are not checked: a masked-off load never touches memory.
+
+The interpreter also runs a grid's programs one after another, in order, where a GPU runs
+them at once in no set order: a kernel whose program reads what another program of the
+same launch writes, or two programs that write one element, gives the interpreter's answer
+on the CPU and any answer on a GPU. So after each launch the element addresses written are
+grouped by program: an element written by two programs, or written by one and read by
+another, raises `Race` (none of the kernels uses atomics, which would make that legal).
+Elements are compared by their start address, so two views of one buffer with different
+element sizes in one kernel would escape this check.
 
 The checker follows the interpreter's internals (`GridExecutor`, `_implicit_cvt`,
 `interpreter_builder.create_masked_load/store`); `install()` raises if they are missing,
@@ -30,6 +40,58 @@ _installed = False
 
 class OutOfBounds(AssertionError):
     """A kernel lane accessed memory outside every tensor argument."""
+
+
+class Race(AssertionError):
+    """Two programs of one launch touched one element, and at least one wrote it."""
+
+
+def _program() -> int:
+    from triton.runtime.interpreter import interpreter_builder as b
+    x, y, z = b.grid_idx
+    return (x * b.grid_dim[1] + y) * b.grid_dim[2] + z
+
+
+def _record(kind: str, addr: np.ndarray, on: np.ndarray):
+    hits = addr[on]
+    if hits.size:
+        _state.accesses[kind].append((hits.reshape(-1), _program()))
+
+
+def _check_races():
+    """Every element written in the launch belongs to one program, which alone reads it."""
+    acc = _state.accesses
+    if not acc["store"]:
+        return
+    w = np.concatenate([a for a, _ in acc["store"]])
+    wp = np.concatenate([np.full(a.size, p, np.int64) for a, p in acc["store"]])
+    order = np.lexsort((wp, w))
+    w, wp = w[order], wp[order]
+    clash = (w[1:] == w[:-1]) & (wp[1:] != wp[:-1])
+    if clash.any():
+        i = int(np.argmax(clash))
+        raise Race(f"kernel {_state.kernel}: programs {wp[i]} and {wp[i + 1]} both store to "
+                   f"{_describe(int(w[i]))}")
+    if not acc["load"]:
+        return
+    keep = np.ones(w.size, dtype=bool)
+    keep[1:] = w[1:] != w[:-1]
+    w, wp = w[keep], wp[keep]                    # one writer per element now
+    r = np.concatenate([a for a, _ in acc["load"]])
+    rp = np.concatenate([np.full(a.size, p, np.int64) for a, p in acc["load"]])
+    pos = np.clip(np.searchsorted(w, r), 0, w.size - 1)
+    cross = (w[pos] == r) & (wp[pos] != rp)
+    if cross.any():
+        i = int(np.argmax(cross))
+        raise Race(f"kernel {_state.kernel}: program {rp[i]} loads {_describe(int(r[i]))}, "
+                   f"which program {wp[pos[i]]} of the same launch stores")
+
+
+def _describe(address: int) -> str:
+    for name, start, end in _state.regions:
+        if start <= address < end:
+            return f"byte {address - start} of argument '{name}'"
+    return f"address {address:#x}"
 
 
 def _extent(t) -> tuple[int, int]:
@@ -54,6 +116,7 @@ def _check(kind: str, ptrs, mask, elem_ty):
         inside |= (addr >= start) & (addr + size <= end)
     bad = on & ~inside
     if not bad.any():
+        _record(kind, addr, on)
         return
     first = int(addr[bad].flat[0])
     name, start, end = min(regions, key=lambda r: min(abs(first - r[1]), abs(first - r[2])))
@@ -92,15 +155,17 @@ def install():
         sig = inspect.signature(self.fn)
         own = {k: v for k, v in kwargs.items() if k in sig.parameters}   # not num_warps etc.
         bound = sig.bind_partial(*args, **own).arguments
-        outer = (getattr(_state, "names", None), getattr(_state, "regions", None),
-                 getattr(_state, "kernel", None))
+        outer = tuple(getattr(_state, a, None) for a in ("names", "regions", "kernel", "accesses"))
         _state.names = [n for n, v in bound.items() if hasattr(v, "data_ptr")]
         _state.regions = []
         _state.kernel = getattr(self.fn, "__name__", repr(self.fn))
+        _state.accesses = {"load": [], "store": []}
         try:
-            return orig_call(self, *args, **kwargs)
+            result = orig_call(self, *args, **kwargs)
+            _check_races()
+            return result
         finally:
-            _state.names, _state.regions, _state.kernel = outer
+            _state.names, _state.regions, _state.kernel, _state.accesses = outer
 
     def cvt(arg):
         out = orig_cvt(arg)
