@@ -78,6 +78,17 @@ def test_batch_mode_appends_and_resumes(tmp_path):
     assert [r["index"] for r in rows2] == [0, 1, 2] and rows2[:2] == rows
     other = run_cli("bid", "--batch", "3", *args[:-2], "--completions", "7", "--out", out)
     assert_usage_error(other, "other settings")
+    # --leads and --gap-warn change what a line holds: a file is not resumed across them
+    assert_usage_error(run_cli("bid", "--batch", "3", *args, "--leads"), "other settings")
+    assert_usage_error(run_cli("bid", "--batch", "3", *args, "--gap-warn", "0.3"),
+                       "other settings")
+    # a file written before they were recorded holds the defaults: it still resumes
+    old = [{**r, "settings": {k: v for k, v in r["settings"].items()
+                              if k not in ("leads", "gap_warn")}} for r in rows2]
+    out.write_text("".join(json.dumps(r) + "\n" for r in old))
+    proc = run_cli("bid", "--batch", "3", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["skipped"] == 3
 
 
 def test_plot_draws_the_labelled_matrix(tmp_path):

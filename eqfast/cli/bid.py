@@ -120,7 +120,8 @@ def _settings(args) -> dict:
     """The flags that shape a result (a --batch file is resumed only with the same)."""
     keys = ("completions", "seed", "model", "contracts", "max_marks", "sequential", "start", "step",
             "max_completions", "target", "width", "patience", "oracle", "weights", "audit_fraction",
-            "audit_margin", "lower", "lower_worlds", "lower_oracle", "batch_seed")
+            "audit_margin", "lower", "lower_worlds", "lower_oracle", "batch_seed", "leads",
+            "gap_warn")
     return {k: getattr(args, k) for k in keys}
 
 
@@ -216,6 +217,8 @@ def _batch(args, common, fail) -> int:
 
     path = Path(args.out)
     settings = _settings(args)
+    # files written before these settings were recorded ran with their defaults
+    added = {k: _parser().get_default(k) for k in ("leads", "gap_warn")}
     done = set()
     if path.exists():
         lines = path.read_text().splitlines(keepends=True)
@@ -225,7 +228,7 @@ def _batch(args, common, fail) -> int:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 break
-            if row.get("settings") != settings:
+            if {**added, **(row.get("settings") or {})} != settings:
                 return fail(f"--out {path} holds results of other settings "
                             f"({row.get('settings')}); use another file")
             done.add(row["index"])
