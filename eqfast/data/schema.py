@@ -46,7 +46,7 @@ FIELDS: dict[str, Field] = {
     "e_q_var": Field(torch.float32, (7,), "Var[Q] per current-hand slot; 0 beyond the hand size"),
     "legal_mask": Field(torch.bool, (7,), "legal current-hand slots; False beyond the hand size"),
     "action_taken": Field(torch.int64, (), "current-hand slot played"),
-    "game_idx": Field(torch.int64, (), "game index in the run"),
+    "game_idx": Field(torch.int64, (), "the game's seed (equal to `seed` in eqfast-generate output)"),
     "decision_idx": Field(torch.int64, (), "plays before this decision (0..27)"),
     "train_mask": Field(torch.bool, (), "game is in the train split"),
     "split": Field(torch.int8, (), "0 train, 1 val, 2 test (stable hash of the game seed)"),
