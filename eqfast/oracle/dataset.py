@@ -81,9 +81,9 @@ def label_deal(deal: int, games: int = 1, short: bool = False) -> dict[str, np.n
     epsilon ~ U(0, EPS_MAX) from the same stream. A position already recorded for this deal
     (same hands left, same trick) is not recorded twice.
 
-    Why several games per deal: the solve at depth 0 is ~70% of a game's cost (11 of 16 ms
-    measured), later solves reuse the solver's table, so extra games give ~3x the rows per
-    CPU second (from the same deals).
+    Why several games per deal: the solver's table persists across the games of one deal,
+    so extra games give more rows per CPU second (from the same deals): ~1.8x with 4 games
+    per deal, one thread, 400 full deals (docs/ORACLE.md, "Data").
 
     `short`: with probability 1 - P_FULL the game starts mid-hand instead: each seat keeps
     a random k of its 7 tiles (k uniform in 2..6; the others count as played in earlier
