@@ -37,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "95% interval, and each policy's decisions per second. Policies: random "
                     "(uniform legal move), rules (the rule-based player of "
                     "eqfast/play/policies.py), eq:ORACLE[:N] (the E[Q] player: N worlds, "
-                    "default 32; ORACLE default, accurate, exact or a weights path), perfect "
+                    "default 32; ORACLE default, accurate, exact or a weights path), "
+                    "stage2[:WEIGHTS] (the Stage 2 model: one forward pass over the public "
+                    "transcript, no search; default eqfast/models/stage2.safetensors), perfect "
                     "(CHEATING: sees every hand, plays the exact solver's move). See "
                     "docs/PLAY.md.",
         formatter_class=HelpFormatter)

@@ -18,9 +18,11 @@ Policies (the spec string of `policy_from_spec`, registry `POLICIES`):
                     within 1e-4 points go to the lowest slot). ORACLE: default, accurate,
                     exact or a weights path (`eqfast.oracle.factory.oracle_from_spec`)
     perfect         CHEATING: sees all four hands and plays the exact solver's best move
-    stage2[:W]      the Stage 2 model (weights W, default eqfast/models/stage2.safetensors):
-                    one forward pass over the public transcript, no search
                     (`eqfast.solver.q_batch`; ties to the lowest slot)
+    stage2[:W]      the Stage 2 model (weights W, default eqfast/models/stage2.safetensors):
+                    one forward pass over the public transcript, no search, the legal move
+                    of highest predicted E[Q] (`eqfast.stage2.policy.stage2_slots`; ties to
+                    the lowest current-hand slot)
 
 The rules player
 ----------------
