@@ -1,0 +1,277 @@
+"""Does the posterior move weight toward the true deal, and which settings move it best?
+
+The posterior (eqfast/engine/posterior.py, spec 000 4.5) reweights the sampled worlds by how
+likely each makes the last K plays under a behaviour model. In self-play the true deal is
+known, so the weights can be scored against it. Three scores, each computed under uniform
+weights and under every posterior variant, on the same worlds of the same decisions:
+
+- P(true): for every *contested* tile (its owner differs between the decision's worlds:
+  the hidden tiles the sample is unsure of), the weight on the seat that really holds it;
+- Brier: for the same tiles, the sum over seats of (P(seat) - [seat holds it])^2, a proper
+  score (lower is better): no weighting beats the true posterior on it in expectation, so
+  unlike P(true) it punishes overconfident weights;
+- E[Q] error: (E[Q] - Q in the true deal)^2 over the legal moves of decisions with >= 2,
+  with the true deal's Q from the exact solver. E[Q] is the best predictor of the true
+  deal's Q under the true posterior, so a better posterior lowers it; most of it is the
+  hidden information itself (an RMSE of ~17 points), so its differences are noisy.
+
+One run plays the games under the first variant (the others only reweight the same worlds,
+so every comparison is paired: same decisions, same worlds). The behaviour model's rows
+are computed for the longest window of all variants; a variant with a shorter window
+scores only its last K steps of them, and a variant without the actor's own plays masks
+those steps. Intervals are 95% over games (the tiles and moves of one game are not
+independent).
+
+The players are the E[Q] engine's greedy players with the shipped network as oracle
+(`--oracle exact`: the solver, as in the CPU default) and the network as behaviour model
+(N worlds per decision): the behaviour model scores plays with
+perfect-information Q, while the players chose them by E[Q] over their own worlds. So this
+measures how much the model's reading of a play says about the hidden hands of such
+players, not of people.
+
+    python benchmarks/posterior_truth.py --games 400
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+import numpy as np
+import torch
+
+from eqfast.engine import pipeline
+from eqfast.engine.pipeline import Engine, EngineConfig
+from eqfast.engine.posterior import PosteriorConfig
+from eqfast.engine.worlds import own_play_steps
+from eqfast.oracle import ExactOracle, load_default_oracle
+from eqfast.rules.deal import deal_from_seed
+from eqfast.solver import ILLEGAL, q_batch
+
+NAMED = {
+    "spec": PosteriorConfig(),
+    "skip-own-plays": PosteriorConfig(own_plays=False),
+}
+DEFAULT_VARIANTS = ("spec,skip-own-plays,tau=3,tau=5,tau=20,tau=30,beta=0,beta=0.3,window_k=4,"
+                    "window_k=16,window_k=28,tau=20+window_k=16,tau=20+window_k=28,"
+                    "ess_remix_threshold=0,delta=10")
+SCORES = ("p", "brier", "sq")
+
+
+def parse_variant(text: str) -> PosteriorConfig:
+    """A named variant, or PosteriorConfig fields joined by '+': 'tau=3+window_k=16'."""
+    if text in NAMED:
+        return NAMED[text]
+    fields = {f.name for f in dataclasses.fields(PosteriorConfig)}
+    kw = {}
+    for part in text.split("+"):
+        key, _, value = part.partition("=")
+        if key not in fields or not value:
+            raise ValueError(f"variant {text!r}: {part!r} is not FIELD=VALUE with FIELD one of "
+                             f"{', '.join(sorted(fields))}")
+        kw[key] = (value.lower() == "true" if key in ("own_plays", "strict")
+                   else int(value) if key == "window_k" else float(value))
+    return PosteriorConfig(**kw)
+
+
+def true_owner(seed: int) -> np.ndarray:
+    """[28] absolute seat holding each tile id in the deal of `seed`."""
+    hands = np.asarray(deal_from_seed(seed))
+    owner = np.empty(28, dtype=np.int64)
+    for seat in range(4):
+        owner[hands[seat]] = seat
+    return owner
+
+
+def true_q(games, legal: torch.Tensor) -> torch.Tensor:
+    """[G, 7] exact Q of the actor's initial-hand slots in the true deal (actor frame), NaN
+    where not legal; checks that the solver's legal moves are the engine's."""
+    G = games.batch_size
+    held = ((games.remaining[:, :, None] >> torch.arange(7)) & 1).bool() & (games.hands >= 0)
+    masks = torch.zeros(G, 4, 28, dtype=torch.bool)
+    b, seat, slot = torch.nonzero(held, as_tuple=True)
+    masks[b, seat, games.hands[b, seat, slot]] = True
+    trick = torch.where(torch.arange(3) < games.trick_len[:, None], games.trick[:, :3], -1)
+    q = torch.from_numpy(q_batch(masks.numpy(), games.decl.numpy(), games.leader.numpy(),
+                                 trick.numpy()).astype(np.float64))
+    actor = games.current_player
+    tiles = games.hands[torch.arange(G), actor]                          # [G, 7]
+    slot_q = q.gather(1, tiles.clamp(min=0))
+    solver_legal = (tiles >= 0) & (slot_q != ILLEGAL)
+    if not torch.equal(solver_legal, legal.bool().cpu()):
+        raise RuntimeError("the solver's legal moves differ from the engine's")
+    sign = torch.where(actor % 2 == 0, 1.0, -1.0).double()
+    return torch.where(solver_legal, slot_q * sign[:, None], float("nan"))
+
+
+class Probe:
+    """Wraps an Engine: each decision's posterior is computed for every variant on the same
+    inputs (the first variant's weights go back to the engine and decide the play), and
+    each recorded decision is scored under every variant and under uniform weights."""
+
+    def __init__(self, engine: Engine, variants: dict[str, PosteriorConfig]):
+        self.variants = variants
+        self.window = engine.cfg.posterior.window_k
+        self.sums: dict[int, dict[str, np.ndarray]] = {}       # game seed -> [7] per key
+        self._own = None
+        self._logw = None
+        make_prefix = pipeline.prefix_oracle_batch
+        make_records = pipeline.records_from_step
+        backend = engine.backend
+
+        def prefix(games, initial, window):
+            self._own = own_play_steps(games, window)
+            return make_prefix(games, initial, window)
+
+        def posterior(q_past, legal_past, observed, step_valid, cfg, world_valid=None):
+            K = step_valid.shape[1]
+            out = {}
+            for name, v in self.variants.items():
+                steps = step_valid & (torch.arange(K) >= K - v.window_k)[None, :]
+                if not v.own_plays:
+                    steps = steps & ~self._own
+                out[name] = backend.posterior_log_weights(
+                    q_past, legal_past, observed, steps, dataclasses.replace(v, window_k=K),
+                    world_valid=world_valid)
+            self._logw = {n: lw for n, (lw, _) in out.items()}
+            return out[next(iter(self.variants))]
+
+        def records(games, moments, legal, selection, **kw):
+            self._score(games, legal, kw)
+            return make_records(games, moments, legal, selection, **kw)
+
+        self._restore = (make_prefix, make_records)
+        pipeline.prefix_oracle_batch = prefix
+        pipeline.records_from_step = records
+        engine.backend = dataclasses.replace(backend, posterior_log_weights=posterior)
+
+    def close(self):
+        """Put back the pipeline functions the probe wrapped (the engine stays wrapped)."""
+        pipeline.prefix_oracle_batch, pipeline.records_from_step = self._restore
+
+    def _score(self, games, legal, kw):
+        rows = kw.get("rows")
+        keep = (torch.ones(games.batch_size, dtype=torch.bool) if rows is None
+                else rows.bool().cpu())
+        owner = kw["world_owner"].long()                            # [G, N, 28]
+        wq = kw["world_q"].double()                                 # [G, N, 7] initial slots
+        qt = true_q(games, legal)                                   # [G, 7]
+        seeds = torch.as_tensor(kw["seeds"]).tolist()
+        weights = {n: lw.double().exp() for n, lw in self._logw.items()}
+        first = next(iter(weights))
+        on = weights[first] > 0
+        weights["uniform"] = on.double() / on.sum(1, keepdim=True)
+        trick = (games.n_plays // 4).tolist()
+        for g in torch.nonzero(keep)[:, 0].tolist():
+            acc = self.sums.setdefault(seeds[g], {})
+            t = trick[g]
+            own = owner[g, on[g]]                                   # [n, 28]
+            contested = (own != own[:1]).any(0)
+            truth = torch.from_numpy(true_owner(seeds[g]))[contested]
+            hit = torch.arange(4)[None, :] == truth[:, None]        # [c, 4]
+            onehot = (own[:, contested, None] == torch.arange(4)).double()
+            legal_g = ~torch.isnan(qt[g])
+            choice = int(legal_g.sum()) >= 2
+            for name, w in weights.items():
+                wn = w[g, on[g]]
+                p = torch.einsum("n,ncs->cs", wn, onehot)
+                eq = wn @ wq[g, on[g]][:, legal_g]
+                add = {"p": p[hit].sum(), "brier": ((p - hit.double()) ** 2).sum(),
+                       "sq": ((eq - qt[g, legal_g]) ** 2).sum() if choice else 0.0}
+                for key, value in add.items():
+                    acc.setdefault(f"{key}:{name}", np.zeros(7))[t] += float(value)
+            acc.setdefault("tiles", np.zeros(7))[t] += int(contested.sum())
+            acc.setdefault("moves", np.zeros(7))[t] += int(legal_g.sum()) if choice else 0
+
+    def table(self) -> dict[str, np.ndarray]:
+        """key -> [games, 7] sums."""
+        seeds = sorted(self.sums)
+        return {k: np.stack([self.sums[s][k] for s in seeds]) for k in self.sums[seeds[0]]}
+
+
+def paired(a: np.ndarray, b: np.ndarray, n: np.ndarray) -> tuple[float, float]:
+    """Mean of (a - b) per item over all games and its 95% half-width over games (a ratio
+    estimator: the per-game sums of the difference against the per-game item counts)."""
+    d, n = (a - b).sum(1), n.sum(1)
+    keep = n > 0
+    d, n = d[keep], n[keep]
+    mean = d.sum() / n.sum()
+    resid = d - mean * n
+    se = np.sqrt((resid ** 2).sum() * len(n) / max(len(n) - 1, 1)) / n.sum()
+    return mean, 1.96 * se
+
+
+def report(t: dict[str, np.ndarray], names: list[str]) -> list[str]:
+    tiles, moves = t["tiles"], t["moves"]
+    lines = [f"{len(tiles)} games, {int(tiles.sum())} contested tiles, {int(moves.sum())} "
+             "legal moves of decisions with >= 2",
+             f"uniform: P(true) {t['p:uniform'].sum() / tiles.sum():.4f}, Brier "
+             f"{t['brier:uniform'].sum() / tiles.sum():.4f}, E[Q] RMSE "
+             f"{np.sqrt(t['sq:uniform'].sum() / moves.sum()):.3f} points",
+             "gain over uniform (+ = better), 95% over games; then Brier gain by trick 1..6",
+             f"{'variant':26s} {'P(true)':>17s} {'Brier':>17s} {'E[Q] sq. error':>15s}  "
+             "Brier gain by trick"]
+    for name in names:
+        p = paired(t[f"p:{name}"], t["p:uniform"], tiles)
+        b = paired(t["brier:uniform"], t[f"brier:{name}"], tiles)
+        s = paired(t["sq:uniform"], t[f"sq:{name}"], moves)
+        by = [(t["brier:uniform"][:, k].sum() - t[f"brier:{name}"][:, k].sum())
+              / max(tiles[:, k].sum(), 1) for k in range(6)]
+        lines.append(f"{name:26s} {p[0]:+.4f} +- {p[1]:.4f} {b[0]:+.4f} +- {b[1]:.4f} "
+                     f"{s[0]:+6.2f} +- {s[1]:5.2f}  " + " ".join(f"{x:+.4f}" for x in by))
+    first = names[0]
+    lines.append(f"difference to {first} (+ = better than {first}), 95% over games")
+    for name in names[1:]:
+        b = paired(t[f"brier:{first}"], t[f"brier:{name}"], tiles)
+        s = paired(t[f"sq:{first}"], t[f"sq:{name}"], moves)
+        lines.append(f"{name:26s} Brier {b[0]:+.4f} +- {b[1]:.4f}   E[Q] sq. error "
+                     f"{s[0]:+6.2f} +- {s[1]:5.2f}")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--games", type=int, default=400)
+    ap.add_argument("--seed-start", type=int, default=7_000_000, help="first game seed")
+    ap.add_argument("--n-samples", type=int, default=64, help="worlds per decision")
+    ap.add_argument("--variants", default=DEFAULT_VARIANTS,
+                    help="comma-separated, the first one plays: spec, skip-own-plays, or "
+                         "PosteriorConfig fields joined by '+' (tau=3+window_k=16)")
+    ap.add_argument("--oracle", choices=("default", "exact"), default="default",
+                    help="the players' oracle: the shipped network, or the exact solver (the "
+                         "behaviour model stays the network, as in the CPU default)")
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+    names = a.variants.split(",")
+    try:
+        variants = {n: parse_variant(n) for n in names}
+    except ValueError as e:
+        ap.error(f"--variants: {e}")
+    torch.set_num_threads(a.threads)
+    network = load_default_oracle()
+    window = max(v.window_k for v in variants.values())
+    played = dataclasses.replace(variants[names[0]], window_k=window)
+    engine = Engine(ExactOracle() if a.oracle == "exact" else network,
+                    EngineConfig(n_samples=a.n_samples, posterior=played, seed=0,
+                                 store_worlds=True), behaviour_oracle=network)
+    probe = Probe(engine, variants)
+    players = "the exact solver" if a.oracle == "exact" else "the shipped network"
+    print(f"{a.games} games from seed {a.seed_start}, N = {a.n_samples}, greedy players "
+          f"under {names[0]} with {players} as oracle, the shipped network as behaviour "
+          f"model; behaviour rows over the last {window} plays")
+    for n in names:
+        print(f"  {n}: {dataclasses.asdict(variants[n])}")
+    t0 = time.perf_counter()
+    seeds = list(range(a.seed_start, a.seed_start + a.games))
+    try:
+        for i in range(0, len(seeds), 20):
+            engine.play(seeds[i:i + 20])
+    finally:
+        probe.close()
+    print(f"{time.perf_counter() - t0:.0f} s")
+    for line in report(probe.table(), names):
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
