@@ -40,13 +40,12 @@ import time
 import numpy as np
 import torch
 
+from eqfast.analysis.truth import SCORE_KEYS, decision_scores, paired_gain, true_owner, true_q
 from eqfast.engine import pipeline
 from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
 from eqfast.engine.worlds import own_play_steps
 from eqfast.oracle import ExactOracle, load_default_oracle
-from eqfast.rules.deal import deal_from_seed
-from eqfast.solver import ILLEGAL, q_batch
 
 NAMED = {
     "spec": PosteriorConfig(),
@@ -55,7 +54,6 @@ NAMED = {
 DEFAULT_VARIANTS = ("spec,skip-own-plays,tau=3,tau=5,tau=20,tau=30,beta=0,beta=0.3,window_k=4,"
                     "window_k=16,window_k=28,tau=20+window_k=16,tau=20+window_k=28,"
                     "ess_remix_threshold=0,delta=10")
-SCORES = ("p", "brier", "sq")
 
 
 def parse_variant(text: str) -> PosteriorConfig:
@@ -72,36 +70,6 @@ def parse_variant(text: str) -> PosteriorConfig:
         kw[key] = (value.lower() == "true" if key in ("own_plays", "strict")
                    else int(value) if key == "window_k" else float(value))
     return PosteriorConfig(**kw)
-
-
-def true_owner(seed: int) -> np.ndarray:
-    """[28] absolute seat holding each tile id in the deal of `seed`."""
-    hands = np.asarray(deal_from_seed(seed))
-    owner = np.empty(28, dtype=np.int64)
-    for seat in range(4):
-        owner[hands[seat]] = seat
-    return owner
-
-
-def true_q(games, legal: torch.Tensor) -> torch.Tensor:
-    """[G, 7] exact Q of the actor's initial-hand slots in the true deal (actor frame), NaN
-    where not legal; checks that the solver's legal moves are the engine's."""
-    G = games.batch_size
-    held = ((games.remaining[:, :, None] >> torch.arange(7)) & 1).bool() & (games.hands >= 0)
-    masks = torch.zeros(G, 4, 28, dtype=torch.bool)
-    b, seat, slot = torch.nonzero(held, as_tuple=True)
-    masks[b, seat, games.hands[b, seat, slot]] = True
-    trick = torch.where(torch.arange(3) < games.trick_len[:, None], games.trick[:, :3], -1)
-    q = torch.from_numpy(q_batch(masks.numpy(), games.decl.numpy(), games.leader.numpy(),
-                                 trick.numpy()).astype(np.float64))
-    actor = games.current_player
-    tiles = games.hands[torch.arange(G), actor]                          # [G, 7]
-    slot_q = q.gather(1, tiles.clamp(min=0))
-    solver_legal = (tiles >= 0) & (slot_q != ILLEGAL)
-    if not torch.equal(solver_legal, legal.bool().cpu()):
-        raise RuntimeError("the solver's legal moves differ from the engine's")
-    sign = torch.where(actor % 2 == 0, 1.0, -1.0).double()
-    return torch.where(solver_legal, slot_q * sign[:, None], float("nan"))
 
 
 class Probe:
@@ -153,52 +121,30 @@ class Probe:
         rows = kw.get("rows")
         keep = (torch.ones(games.batch_size, dtype=torch.bool) if rows is None
                 else rows.bool().cpu())
-        owner = kw["world_owner"].long()                            # [G, N, 28]
-        wq = kw["world_q"].double()                                 # [G, N, 7] initial slots
-        qt = true_q(games, legal)                                   # [G, 7]
+        owner = kw["world_owner"].long().cpu()                      # [G, N, 28]
+        wq = kw["world_q"].double().cpu()                           # [G, N, 7] initial slots
+        qt, solver_legal = true_q(games)                            # [G, 7]
+        if not torch.equal(solver_legal, legal.bool().cpu()):
+            raise RuntimeError("the solver's legal moves differ from the engine's")
         seeds = torch.as_tensor(kw["seeds"]).tolist()
-        weights = {n: lw.double().exp() for n, lw in self._logw.items()}
-        first = next(iter(weights))
-        on = weights[first] > 0
+        weights = {n: lw.double().exp().cpu() for n, lw in self._logw.items()}
+        on = weights[next(iter(weights))] > 0
         weights["uniform"] = on.double() / on.sum(1, keepdim=True)
         trick = (games.n_plays // 4).tolist()
         for g in torch.nonzero(keep)[:, 0].tolist():
             acc = self.sums.setdefault(seeds[g], {})
-            t = trick[g]
-            own = owner[g, on[g]]                                   # [n, 28]
-            contested = (own != own[:1]).any(0)
-            truth = torch.from_numpy(true_owner(seeds[g]))[contested]
-            hit = torch.arange(4)[None, :] == truth[:, None]        # [c, 4]
-            onehot = (own[:, contested, None] == torch.arange(4)).double()
-            legal_g = ~torch.isnan(qt[g])
-            choice = int(legal_g.sum()) >= 2
+            t, truth = trick[g], true_owner(seeds[g])
             for name, w in weights.items():
-                wn = w[g, on[g]]
-                p = torch.einsum("n,ncs->cs", wn, onehot)
-                eq = wn @ wq[g, on[g]][:, legal_g]
-                add = {"p": p[hit].sum(), "brier": ((p - hit.double()) ** 2).sum(),
-                       "sq": ((eq - qt[g, legal_g]) ** 2).sum() if choice else 0.0}
-                for key, value in add.items():
-                    acc.setdefault(f"{key}:{name}", np.zeros(7))[t] += float(value)
-            acc.setdefault("tiles", np.zeros(7))[t] += int(contested.sum())
-            acc.setdefault("moves", np.zeros(7))[t] += int(legal_g.sum()) if choice else 0
+                s = decision_scores(w[g, on[g]], owner[g, on[g]], truth, wq[g, on[g]], qt[g])
+                for key in SCORE_KEYS:
+                    acc.setdefault(f"{key}:{name}", np.zeros(7))[t] += s[key]
+            acc.setdefault("tiles", np.zeros(7))[t] += s["tiles"]
+            acc.setdefault("moves", np.zeros(7))[t] += s["moves"]
 
     def table(self) -> dict[str, np.ndarray]:
         """key -> [games, 7] sums."""
         seeds = sorted(self.sums)
         return {k: np.stack([self.sums[s][k] for s in seeds]) for k in self.sums[seeds[0]]}
-
-
-def paired(a: np.ndarray, b: np.ndarray, n: np.ndarray) -> tuple[float, float]:
-    """Mean of (a - b) per item over all games and its 95% half-width over games (a ratio
-    estimator: the per-game sums of the difference against the per-game item counts)."""
-    d, n = (a - b).sum(1), n.sum(1)
-    keep = n > 0
-    d, n = d[keep], n[keep]
-    mean = d.sum() / n.sum()
-    resid = d - mean * n
-    se = np.sqrt((resid ** 2).sum() * len(n) / max(len(n) - 1, 1)) / n.sum()
-    return mean, 1.96 * se
 
 
 def report(t: dict[str, np.ndarray], names: list[str]) -> list[str]:
@@ -212,9 +158,9 @@ def report(t: dict[str, np.ndarray], names: list[str]) -> list[str]:
              f"{'variant':26s} {'P(true)':>17s} {'Brier':>17s} {'E[Q] sq. error':>15s}  "
              "Brier gain by trick"]
     for name in names:
-        p = paired(t[f"p:{name}"], t["p:uniform"], tiles)
-        b = paired(t["brier:uniform"], t[f"brier:{name}"], tiles)
-        s = paired(t["sq:uniform"], t[f"sq:{name}"], moves)
+        p = paired_gain(t[f"p:{name}"], t["p:uniform"], tiles)
+        b = paired_gain(t["brier:uniform"], t[f"brier:{name}"], tiles)
+        s = paired_gain(t["sq:uniform"], t[f"sq:{name}"], moves)
         by = [(t["brier:uniform"][:, k].sum() - t[f"brier:{name}"][:, k].sum())
               / max(tiles[:, k].sum(), 1) for k in range(6)]
         lines.append(f"{name:26s} {p[0]:+.4f} +- {p[1]:.4f} {b[0]:+.4f} +- {b[1]:.4f} "
@@ -222,8 +168,8 @@ def report(t: dict[str, np.ndarray], names: list[str]) -> list[str]:
     first = names[0]
     lines.append(f"difference to {first} (+ = better than {first}), 95% over games")
     for name in names[1:]:
-        b = paired(t[f"brier:{first}"], t[f"brier:{name}"], tiles)
-        s = paired(t[f"sq:{first}"], t[f"sq:{name}"], moves)
+        b = paired_gain(t[f"brier:{first}"], t[f"brier:{name}"], tiles)
+        s = paired_gain(t[f"sq:{first}"], t[f"sq:{name}"], moves)
         lines.append(f"{name:26s} Brier {b[0]:+.4f} +- {b[1]:.4f}   E[Q] sq. error "
                      f"{s[0]:+6.2f} +- {s[1]:5.2f}")
     return lines

@@ -41,7 +41,7 @@ def table():
 def test_a_variant_equal_to_the_played_one_scores_the_same(table):
     t, names, _ = table
     assert t["tiles"].sum() > 0 and t["moves"].sum() > 0
-    for key in truth.SCORES:
+    for key in truth.SCORE_KEYS:
         np.testing.assert_array_equal(t[f"{key}:spec"], t[f"{key}:delta=30"])
     # a different variant does differ, so the equality above is not vacuous
     assert not np.array_equal(t["brier:spec"], t["brier:tau=3"])
@@ -76,16 +76,6 @@ def test_played_scores_equal_a_recomputation_from_the_records(table):
             brier[g] += ((p - (np.arange(4) == real[tile])) ** 2).sum()
     np.testing.assert_allclose(t["p:spec"].sum(1), p_true, rtol=1e-5)
     np.testing.assert_allclose(t["brier:spec"].sum(1), brier, rtol=1e-5)
-
-
-def test_paired_interval_on_known_numbers():
-    a = np.array([[3.0], [5.0]])
-    b = np.array([[1.0], [1.0]])
-    n = np.array([[2.0], [2.0]])
-    mean, half = truth.paired(a, b, n)
-    assert mean == pytest.approx(1.5)          # (2 + 4) / 4
-    # per-game residuals d - mean * n = -1, +1: se = sqrt(2 * 2 / 1) / 4
-    assert half == pytest.approx(1.96 * np.sqrt(4.0) / 4)
 
 
 def test_variant_parsing():

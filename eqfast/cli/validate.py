@@ -10,6 +10,9 @@
                                            sampling error against a fresh exact reference,
                                            decision regret and argmax agreement (>= 2 legal
                                            moves), per trick and overall
+    eqfast-validate PATH --truth           the stored worlds and weights (--store-worlds)
+                                           against each record's true deal, beside uniform
+                                           weights on the same worlds (eqfast.analysis.truth)
 
 PATH is a shard or a dataset directory (as for eqfast-view). `--json` prints one JSON object
 with every figure. The methods are documented in `eqfast.analysis.validation`.
@@ -25,6 +28,7 @@ import torch
 
 from ..data.shards import ShardError
 from ..data.metadata import jsonable
+from ..analysis.truth import truth_report
 from ..analysis.validation import (ReplayError, Z_FLAG, exact_report, outcome_report,
                                  pick_records, recompute_report, run_decisions)
 from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
@@ -42,8 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="eqfast-validate",
         description="Validate eqfast decision records: recompute with fresh worlds (z scores), "
-                    "correlate E[Q] with realized outcomes, and measure label error against "
-                    "exact E[Q]. Methods: see eqfast/analysis/validation.py.",
+                    "correlate E[Q] with realized outcomes, measure label error against "
+                    "exact E[Q], and score the world weights against the true deal. Methods: "
+                    "see eqfast/analysis/validation.py and eqfast/analysis/truth.py.",
         formatter_class=HelpFormatter)
     p.add_argument("path", type=Path,
                    help="a shard (.safetensors/.json/.pt) or a dataset directory")
@@ -56,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="label error of K sampled records against exact E[Q] (K defaults to 16, "
                         "0 = every record; slow early in a hand: one exact solve per world, "
                         "see --decisions)")
+    p.add_argument("--truth", action="store_true",
+                   help="score every record's stored worlds and weights against its true deal "
+                        "(self-play knows it): P(true owner) and Brier of the hidden tiles, "
+                        "E[Q] error against the true deal's exact Q, beside uniform weights on "
+                        "the same worlds; needs records written with --store-worlds")
     p.add_argument("--oracle", default=None,
                    help="the records' oracle for --recompute and for --exact's per-world "
                         "comparison: 'exact', 'default', 'accurate' or a weights path (default: the oracle "
@@ -262,10 +272,37 @@ def print_exact(rep: dict) -> None:
               f"{rep['reproduced_max_abs_diff']:.2e} points")
 
 
+#: (label, key, format) of the rows of the --truth table
+TRUTH_ROWS = (
+    ("contested tiles", "contested_tiles", "d"), ("legal moves (>= 2 legal)", "moves", "d"),
+    ("P(true owner), uniform", "p_true_uniform", ".4f"),
+    ("P(true owner), stored weights", "p_true_stored", ".4f"),
+    ("Brier, uniform", "brier_uniform", ".4f"), ("Brier, stored weights", "brier_stored", ".4f"),
+    ("E[Q] RMSE vs true deal, uniform", "eq_rmse_uniform", ".2f"),
+    ("E[Q] RMSE vs true deal, stored", "eq_rmse_stored", ".2f"),
+)
+
+
+def print_truth(rep: dict) -> None:
+    print(f"truth: {rep['n_records']} records of {rep['n_games']} games, the stored weights "
+          "against uniform weights on the same worlds, scored against each game's deal")
+    tricks = sorted(rep["by_trick"], key=int)
+    cols = [rep["by_trick"][t] for t in tricks] + [rep]
+    print(f"  {'trick':34s}" + "".join(f"{t:>8}" for t in tricks) + f"{'all':>8}")
+    for label, key, fmt in TRUTH_ROWS:
+        print(f"  {label:34s}" + "".join(f"{_f(c[key], fmt):>8}" for c in cols))
+    for label, key, fmt in (("P(true) gain", "p_true_gain", "+.4f"),
+                            ("Brier gain (lower Brier)", "brier_gain", "+.4f"),
+                            ("E[Q] squared-error gain, points^2", "eq_sq_error_gain", "+.2f")):
+        print(f"  {label}: {_f(rep[key], fmt)} +- {_f(rep[key + '_ci95'], fmt[1:])} (95% over "
+              "games; + = the stored weights are closer to the truth)")
+
+
 # ---------------------------------------------------------------------------- main
 def validate(args) -> dict:
-    if args.recompute is None and not args.outcomes and args.exact is None:
-        raise UsageError("choose at least one of --recompute [K], --outcomes, --exact [K]")
+    if args.recompute is None and not args.outcomes and args.exact is None and not args.truth:
+        raise UsageError("choose at least one of --recompute [K], --outcomes, --exact [K], "
+                         "--truth")
     if args.max_enumerate < 1:
         raise UsageError(f"--max-enumerate must be >= 1, got {args.max_enumerate}")
     problem = device_problem(args.device)
@@ -303,6 +340,11 @@ def validate(args) -> dict:
                             "oracle": name}
     if args.outcomes:
         out["outcomes"] = outcome_report(records, args.device)
+    if args.truth:
+        try:
+            out["truth"] = truth_report(records)
+        except ValueError as e:
+            raise UsageError(f"--truth: {args.path}: {e}") from None
     if args.exact is not None:
         from ..oracle.exact import ExactOracle
         exact_oracle = ExactOracle()
@@ -340,7 +382,7 @@ def main(argv=None) -> int:
           f"{result['n_games']} games, run seed {result['run_seed']}, oracle "
           f"{result['records_oracle']}")
     for key, show in (("recompute", print_recompute), ("outcomes", print_outcomes),
-                      ("exact", print_exact)):
+                      ("exact", print_exact), ("truth", print_truth)):
         if key in result:
             show(result[key])
     return 0
