@@ -22,6 +22,12 @@ scores only its last K steps of them, and a variant without the actor's own play
 those steps. Intervals are 95% over games (the tiles and moves of one game are not
 independent).
 
+A variant with `beh=stage2` scores the plays with the shipped Stage 2 model instead of the
+network's perfect-information Q: each world's deal is replayed through the public plays
+and, at every window step, the actor's transcript in that world (its hand there, the plays
+so far) gives the model's E[Q] per move, the value an E[Q] player reads from its own
+information set. The actor's own plays then weigh every world alike, as they should.
+
 The players are the E[Q] engine's greedy players with the shipped network as oracle
 (`--oracle exact`: the solver, as in the CPU default) and the network as behaviour model
 (N worlds per decision): the behaviour model scores plays with
@@ -44,6 +50,10 @@ from eqfast.analysis.truth import SCORE_KEYS, decision_scores, paired_gain, true
 from eqfast.engine import pipeline
 from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
+from eqfast.engine.public import mask_to_sorted_ids
+from eqfast.rules.batched import BatchedGames
+from eqfast.stage2.policy import stage2_mu
+from eqfast.stage2.weights import load_stage2
 from eqfast.engine.worlds import own_play_steps
 from eqfast.oracle import ExactOracle, load_default_oracle
 
@@ -56,20 +66,52 @@ DEFAULT_VARIANTS = ("spec,skip-own-plays,tau=3,tau=5,tau=20,tau=30,beta=0,beta=0
                     "ess_remix_threshold=0,delta=10")
 
 
-def parse_variant(text: str) -> PosteriorConfig:
-    """A named variant, or PosteriorConfig fields joined by '+': 'tau=3+window_k=16'."""
+def parse_variant(text: str) -> tuple[PosteriorConfig, str]:
+    """(config, behaviour model) of a named variant, or of PosteriorConfig fields joined by
+    '+' ('tau=3+window_k=16'), where 'beh=stage2' scores the plays with the shipped Stage 2
+    model instead of the network's perfect-information Q ('beh=network', the default)."""
     if text in NAMED:
-        return NAMED[text]
+        return NAMED[text], "network"
     fields = {f.name for f in dataclasses.fields(PosteriorConfig)}
-    kw = {}
+    kw, beh = {}, "network"
     for part in text.split("+"):
         key, _, value = part.partition("=")
+        if key == "beh" and value in ("network", "stage2"):
+            beh = value
+            continue
         if key not in fields or not value:
             raise ValueError(f"variant {text!r}: {part!r} is not FIELD=VALUE with FIELD one of "
-                             f"{', '.join(sorted(fields))}")
+                             f"{', '.join(sorted(fields))}, or beh=network|stage2")
         kw[key] = (value.lower() == "true" if key in ("own_plays", "strict")
                    else int(value) if key == "window_k" else float(value))
-    return PosteriorConfig(**kw)
+    return PosteriorConfig(**kw), beh
+
+
+def stage2_past_q(model, games, initial: torch.Tensor, K: int):
+    """(mu [G, N, K, 7], legal [G, N, K, 7]) of the Stage 2 model for the actor of each of
+    the last K plays in every world, in the actor's initial-hand slots (the layout of
+    prefix_oracle_batch): each world's deal is replayed through the public plays, and at
+    each window step the actor's transcript (its hand in that world, the plays so far) goes
+    through the model. Unlike the network's perfect-information Q, this is the value an
+    E[Q] player sees from its own information set."""
+    G, N = initial.shape[:2]
+    n = int(games.n_plays[0])
+    if not bool((games.n_plays == n).all()):
+        raise RuntimeError("the games of a batch must be at one decision")
+    hands = mask_to_sorted_ids(initial, 7).reshape(G * N, 4, 7)
+    first = torch.where(games.n_plays > 0, games.seats[:, 0], games.leader)
+    world = BatchedGames.new(hands, games.decl.repeat_interleave(N), first.repeat_interleave(N))
+    mu = torch.zeros(G * N, K, 8)
+    legal = torch.zeros(G * N, K, 8, dtype=torch.bool)
+    for j in range(n):
+        k = j - (n - K)
+        if k >= 0:
+            m, lg, slot_of_pos = stage2_mu(model, world)
+            idx = torch.where(slot_of_pos >= 0, slot_of_pos, 7)
+            mu[:, k].scatter_(1, idx, m.float())
+            legal[:, k].scatter_(1, idx, lg)
+        world = world.play_tile(games.tiles[:, j].repeat_interleave(N))
+    return mu[..., :7].reshape(G, N, K, 7), legal[..., :7].reshape(G, N, K, 7)
 
 
 class Probe:
@@ -77,8 +119,10 @@ class Probe:
     inputs (the first variant's weights go back to the engine and decide the play), and
     each recorded decision is scored under every variant and under uniform weights."""
 
-    def __init__(self, engine: Engine, variants: dict[str, PosteriorConfig]):
+    def __init__(self, engine: Engine, variants: dict[str, tuple[PosteriorConfig, str]],
+                 stage2=None):
         self.variants = variants
+        self.stage2 = stage2
         self.window = engine.cfg.posterior.window_k
         self.sums: dict[int, dict[str, np.ndarray]] = {}       # game seed -> [7] per key
         self._own = None
@@ -89,17 +133,27 @@ class Probe:
 
         def prefix(games, initial, window):
             self._own = own_play_steps(games, window)
+            self._s2 = None
+            if any(beh == "stage2" for _, beh in self.variants.values()):
+                self._s2 = stage2_past_q(self.stage2, games, initial, window)
             return make_prefix(games, initial, window)
 
         def posterior(q_past, legal_past, observed, step_valid, cfg, world_valid=None):
             K = step_valid.shape[1]
             out = {}
-            for name, v in self.variants.items():
+            for name, (v, beh) in self.variants.items():
                 steps = step_valid & (torch.arange(K) >= K - v.window_k)[None, :]
                 if not v.own_plays:
                     steps = steps & ~self._own
+                q, lg = q_past, legal_past
+                if beh == "stage2":
+                    q, lg = self._s2
+                    on = steps[:, None, :, None] & world_valid[:, :, None, None]
+                    if not torch.equal(lg & on, legal_past.bool() & on):
+                        raise RuntimeError("Stage 2's legal moves at a window step differ "
+                                           "from the prefix batch's")
                 out[name] = backend.posterior_log_weights(
-                    q_past, legal_past, observed, steps, dataclasses.replace(v, window_k=K),
+                    q, lg, observed, steps, dataclasses.replace(v, window_k=K),
                     world_valid=world_valid)
             self._logw = {n: lw for n, (lw, _) in out.items()}
             return out[next(iter(self.variants))]
@@ -195,18 +249,22 @@ def main() -> None:
         ap.error(f"--variants: {e}")
     torch.set_num_threads(a.threads)
     network = load_default_oracle()
-    window = max(v.window_k for v in variants.values())
-    played = dataclasses.replace(variants[names[0]], window_k=window)
+    window = max(v.window_k for v, _ in variants.values())
+    first, beh = variants[names[0]]
+    if beh != "network":
+        ap.error("--variants: the first variant plays the games: it must use the network")
+    played = dataclasses.replace(first, window_k=window)
     engine = Engine(ExactOracle() if a.oracle == "exact" else network,
                     EngineConfig(n_samples=a.n_samples, posterior=played, seed=0,
                                  store_worlds=True), behaviour_oracle=network)
-    probe = Probe(engine, variants)
+    stage2 = (load_stage2() if any(b == "stage2" for _, b in variants.values()) else None)
+    probe = Probe(engine, variants, stage2)
     players = "the exact solver" if a.oracle == "exact" else "the shipped network"
     print(f"{a.games} games from seed {a.seed_start}, N = {a.n_samples}, greedy players "
           f"under {names[0]} with {players} as oracle, the shipped network as behaviour "
           f"model; behaviour rows over the last {window} plays")
     for n in names:
-        print(f"  {n}: {dataclasses.asdict(variants[n])}")
+        print(f"  {n}: {dataclasses.asdict(variants[n][0])}, behaviour {variants[n][1]}")
     t0 = time.perf_counter()
     seeds = list(range(a.seed_start, a.seed_start + a.games))
     try:

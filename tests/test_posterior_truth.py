@@ -24,12 +24,14 @@ _spec.loader.exec_module(truth)
 
 @pytest.fixture(scope="module")
 def table():
-    names = ["spec", "delta=30", "window_k=4", "tau=3"]
+    names = ["spec", "delta=30", "window_k=4", "tau=3", "beh=stage2"]
     variants = {n: truth.parse_variant(n) for n in names}
     engine = Engine(load_default_oracle(), EngineConfig(
-        n_samples=16, posterior=variants["spec"], seed=0, store_worlds=True))
+        n_samples=16, posterior=variants["spec"][0], seed=0, store_worlds=True))
     before = (pipeline.prefix_oracle_batch, pipeline.records_from_step)
-    probe = truth.Probe(engine, variants)
+    # Stage 2 as behaviour model: its legal moves at every window step of every world are
+    # checked against the prefix batch's (the replay of each world's deal and the slot map)
+    probe = truth.Probe(engine, variants, truth.load_stage2())
     try:
         records = engine.play([11, 12, 13])
     finally:
@@ -45,6 +47,7 @@ def test_a_variant_equal_to_the_played_one_scores_the_same(table):
         np.testing.assert_array_equal(t[f"{key}:spec"], t[f"{key}:delta=30"])
     # a different variant does differ, so the equality above is not vacuous
     assert not np.array_equal(t["brier:spec"], t["brier:tau=3"])
+    assert not np.array_equal(t["brier:spec"], t["brier:beh=stage2"])
     lines = truth.report(t, names)
     assert any(line.startswith("delta=30") and "Brier +0.0000 +- 0.0000" in line
                for line in lines)
@@ -79,7 +82,8 @@ def test_played_scores_equal_a_recomputation_from_the_records(table):
 
 
 def test_variant_parsing():
-    assert truth.parse_variant("tau=3+window_k=16").window_k == 16
-    assert truth.parse_variant("own_plays=false").own_plays is False
+    assert truth.parse_variant("tau=3+window_k=16")[0].window_k == 16
+    assert truth.parse_variant("own_plays=false")[0].own_plays is False
+    assert truth.parse_variant("beh=stage2+tau=20") == (truth.PosteriorConfig(tau=20.0), "stage2")
     with pytest.raises(ValueError, match="FIELD=VALUE"):
         truth.parse_variant("temperature=3")
