@@ -20,7 +20,10 @@ The kernels import the stage contracts (types, shape and integrity checks) from
 without a cycle and a kernel's errors read as its reference's.
 
 Integer and random-number stages match their reference bit for bit; the reduction matches
-float64 to a stated tolerance (tests/test_kernel_*.py). This folder is installed as
+float64 to a stated tolerance (tests/test_kernel_*.py). Interpreted in the tests, every
+load and store is also checked to stay inside the kernel's tensor arguments, and no
+element one program stores is touched by another program of the launch
+(tests/interpreter_checks.py): a GPU would not report either. This folder is installed as
 `eqfast.kernels` (setup.py `package_dir`).
 
 Whether the kernels are interpreted (Triton's CPU interpreter, `TRITON_INTERPRET=1`) or
