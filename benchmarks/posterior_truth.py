@@ -23,10 +23,11 @@ those steps. Intervals are 95% over games (the tiles and moves of one game are n
 independent).
 
 A variant with `beh=stage2` scores the plays with the shipped Stage 2 model instead of the
-network's perfect-information Q: each world's deal is replayed through the public plays
-and, at every window step, the actor's transcript in that world (its hand there, the plays
-so far) gives the model's E[Q] per move, the value an E[Q] player reads from its own
-information set. The actor's own plays then weigh every world alike, as they should.
+network's perfect-information Q (`eqfast.stage2.behaviour.window_values`): each world's
+deal is replayed through the public plays and, at every window step, the actor's
+transcript in that world (its hand there, the plays so far) gives the model's E[Q] per
+move, the value an E[Q] player reads from its own information set. The actor's own plays
+then weigh every world alike, as they should.
 
 The players are the E[Q] engine's greedy players with the shipped network as oracle
 (`--oracle exact`: the solver, as in the CPU default) and the network as behaviour model
@@ -50,9 +51,7 @@ from eqfast.analysis.truth import SCORE_KEYS, decision_scores, paired_gain, true
 from eqfast.engine import pipeline
 from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
-from eqfast.engine.public import mask_to_sorted_ids
-from eqfast.rules.batched import BatchedGames
-from eqfast.stage2.policy import stage2_mu
+from eqfast.stage2.behaviour import window_values
 from eqfast.stage2.weights import load_stage2
 from eqfast.engine.worlds import own_play_steps
 from eqfast.oracle import ExactOracle, load_default_oracle
@@ -87,33 +86,6 @@ def parse_variant(text: str) -> tuple[PosteriorConfig, str]:
     return PosteriorConfig(**kw), beh
 
 
-def stage2_past_q(model, games, initial: torch.Tensor, K: int):
-    """(mu [G, N, K, 7], legal [G, N, K, 7]) of the Stage 2 model for the actor of each of
-    the last K plays in every world, in the actor's initial-hand slots (the layout of
-    prefix_oracle_batch): each world's deal is replayed through the public plays, and at
-    each window step the actor's transcript (its hand in that world, the plays so far) goes
-    through the model. Unlike the network's perfect-information Q, this is the value an
-    E[Q] player sees from its own information set."""
-    G, N = initial.shape[:2]
-    n = int(games.n_plays[0])
-    if not bool((games.n_plays == n).all()):
-        raise RuntimeError("the games of a batch must be at one decision")
-    hands = mask_to_sorted_ids(initial, 7).reshape(G * N, 4, 7)
-    first = torch.where(games.n_plays > 0, games.seats[:, 0], games.leader)
-    world = BatchedGames.new(hands, games.decl.repeat_interleave(N), first.repeat_interleave(N))
-    mu = torch.zeros(G * N, K, 8)
-    legal = torch.zeros(G * N, K, 8, dtype=torch.bool)
-    for j in range(n):
-        k = j - (n - K)
-        if k >= 0:
-            m, lg, slot_of_pos = stage2_mu(model, world)
-            idx = torch.where(slot_of_pos >= 0, slot_of_pos, 7)
-            mu[:, k].scatter_(1, idx, m.float())
-            legal[:, k].scatter_(1, idx, lg)
-        world = world.play_tile(games.tiles[:, j].repeat_interleave(N))
-    return mu[..., :7].reshape(G, N, K, 7), legal[..., :7].reshape(G, N, K, 7)
-
-
 class Probe:
     """Wraps an Engine: each decision's posterior is computed for every variant on the same
     inputs (the first variant's weights go back to the engine and decide the play), and
@@ -135,7 +107,7 @@ class Probe:
             self._own = own_play_steps(games, window)
             self._s2 = None
             if any(beh == "stage2" for _, beh in self.variants.values()):
-                self._s2 = stage2_past_q(self.stage2, games, initial, window)
+                self._s2 = window_values(self.stage2, games, initial, window)
             return make_prefix(games, initial, window)
 
         def posterior(q_past, legal_past, observed, step_valid, cfg, world_valid=None):

@@ -5,6 +5,8 @@ weights.py  safetensors weights files with their config and data card; `load_sta
 train.py    the deterministic, resumable trainer (eqfast-train-stage2)
 evaluate.py μ error, argmax agreement, regret, σ calibration, speed (eqfast-eval-stage2)
 policy.py   `stage2_slots`: the move of the acting seat of every game of a BatchedGames
+behaviour.py `window_values`: the model as the posterior's behaviour model (each past play's
+            E[Q] from its player's information set, in every sampled world)
 
 See docs/STAGE2.md.
 """
