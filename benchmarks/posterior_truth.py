@@ -95,7 +95,6 @@ class Probe:
                  stage2=None):
         self.variants = variants
         self.stage2 = stage2
-        self.window = engine.cfg.posterior.window_k
         self.sums: dict[int, dict[str, np.ndarray]] = {}       # game seed -> [7] per key
         self._own = None
         self._logw = None
@@ -157,13 +156,16 @@ class Probe:
         on = weights[next(iter(weights))] > 0
         weights["uniform"] = on.double() / on.sum(1, keepdim=True)
         trick = (games.n_plays // 4).tolist()
+        names = list(weights)
+        stacked = torch.stack([weights[n] for n in names], 1)                  # [G, V, N]
         for g in torch.nonzero(keep)[:, 0].tolist():
             acc = self.sums.setdefault(seeds[g], {})
-            t, truth = trick[g], true_owner(seeds[g])
-            for name, w in weights.items():
-                s = decision_scores(w[g, on[g]], owner[g, on[g]], truth, wq[g, on[g]], qt[g])
-                for key in SCORE_KEYS:
-                    acc.setdefault(f"{key}:{name}", np.zeros(7))[t] += s[key]
+            t = trick[g]
+            s = decision_scores(stacked[g][:, on[g]], owner[g, on[g]], true_owner(seeds[g]),
+                                wq[g, on[g]], qt[g])
+            for key in SCORE_KEYS:
+                for v, name in enumerate(names):
+                    acc.setdefault(f"{key}:{name}", np.zeros(7))[t] += float(s[key][v])
             acc.setdefault("tiles", np.zeros(7))[t] += s["tiles"]
             acc.setdefault("moves", np.zeros(7))[t] += s["moves"]
 

@@ -26,9 +26,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..engine.public import slots_to_tile_mask
 from ..engine.transcript import current_hand_order
 from ..rules.deal import deal_from_seed
 from ..solver import ILLEGAL, q_batch
+from .validation import ReplayError, replay_to_decision
 
 #: the per-decision sums `decision_scores` returns
 SCORE_KEYS = ("p", "brier", "sq")
@@ -46,19 +48,15 @@ def true_owner(seed: int) -> np.ndarray:
 def true_q(games) -> tuple[torch.Tensor, torch.Tensor]:
     """(Q [G, 7] float64, legal [G, 7] bool) of the acting player's initial-hand slots in
     the true deal of each game (`BatchedGames` at the decision): the exact solver's value
-    of each legal move in the actor's frame, NaN where not legal."""
+    of each legal move in the actor's frame, NaN where not legal. CPU games: the solver
+    reads host memory."""
     G = games.batch_size
-    held = ((games.remaining[:, :, None] >> torch.arange(7)) & 1).bool() & (games.hands >= 0)
-    masks = torch.zeros(G, 4, 28, dtype=torch.bool)
-    b, seat, slot = torch.nonzero(held.cpu(), as_tuple=True)
-    hands = games.hands.cpu()
-    masks[b, seat, hands[b, seat, slot]] = True
-    trick = torch.where(torch.arange(3) < games.trick_len.cpu()[:, None],
-                        games.trick.cpu()[:, :3], -1)
-    q = torch.from_numpy(q_batch(masks.numpy(), games.decl.cpu().numpy(),
-                                 games.leader.cpu().numpy(), trick.numpy()).astype(np.float64))
-    actor = games.current_player.cpu()
-    tiles = hands[torch.arange(G), actor]                                 # [G, 7]
+    masks = slots_to_tile_mask(games.hands, games.remaining)             # [G, 4] 28-bit
+    # the trick holds its tiles in play order and -1 after them (BatchedGames.play)
+    q = torch.from_numpy(q_batch(masks.numpy(), games.decl.numpy(), games.leader.numpy(),
+                                 games.trick[:, :3].numpy()).astype(np.float64))
+    actor = games.current_player
+    tiles = games.hands[torch.arange(G), actor]                           # [G, 7]
     slot_q = q.gather(1, tiles.clamp(min=0))
     legal = (tiles >= 0) & (slot_q != ILLEGAL)
     sign = torch.where(actor % 2 == 0, 1.0, -1.0).double()
@@ -66,28 +64,34 @@ def true_q(games) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def decision_scores(weights: torch.Tensor, owner: torch.Tensor, truth: np.ndarray,
-                    world_q: torch.Tensor, q: torch.Tensor) -> dict[str, float]:
-    """Sums over one decision: P(true) and Brier over its contested tiles, squared E[Q]
-    error over its legal moves when it has >= 2, and the counts they are over.
+                    world_q: torch.Tensor, q: torch.Tensor) -> dict:
+    """Sums over one decision under each of V weightings of its worlds: P(true) and Brier
+    over its contested tiles, squared E[Q] error over its legal moves when it has >= 2
+    (each [V] float64), and the counts they are over (ints).
 
-    weights [n] normalized, over the worlds with weight > 0; owner [n, 28] absolute seats;
-    truth [28] the true owners; world_q [n, 7] Q per slot; q [7] the true deal's Q, NaN
-    where not legal (slots in the same order as world_q).
+    weights [V, n], each row normalized, over the worlds with weight > 0; owner [n, 28]
+    absolute seats; truth [28] the true owners; world_q [n, 7] Q per slot; q [7] the true
+    deal's Q, NaN where not legal (slots in the same order as world_q).
     """
+    V = weights.shape[0]
     contested = (owner != owner[:1]).any(0)
     legal = ~torch.isnan(q)
     choice = int(legal.sum()) >= 2
     out = {"tiles": int(contested.sum()), "moves": int(legal.sum()) if choice else 0,
-           "p": 0.0, "brier": 0.0, "sq": 0.0}
+           "p": torch.zeros(V, dtype=torch.float64), "brier": torch.zeros(V, dtype=torch.float64),
+           "sq": torch.zeros(V, dtype=torch.float64)}
     if contested.any():
         seats = torch.arange(4)
         hit = seats[None, :] == torch.from_numpy(truth)[contested][:, None]      # [c, 4]
-        p = torch.einsum("n,ncs->cs", weights, (owner[:, contested, None] == seats).double())
-        out["p"] = float(p[hit].sum())
-        out["brier"] = float(((p - hit.double()) ** 2).sum())
+        # products summed over the worlds, not a matmul: each weighting's sums then round
+        # alike, so equal weightings score bit for bit the same
+        onehot = (owner[:, contested, None] == seats).double()                 # [n, c, 4]
+        p = (weights[:, :, None, None] * onehot).sum(1)                          # [V, c, 4]
+        out["p"] = p[:, hit].sum(1)
+        out["brier"] = ((p - hit.double()) ** 2).sum((1, 2))
     if choice:
-        eq = weights @ world_q[:, legal]
-        out["sq"] = float(((eq - q[legal]) ** 2).sum())
+        eq = (weights[:, :, None] * world_q[:, legal]).sum(1)                    # [V, m]
+        out["sq"] = ((eq - q[legal]) ** 2).sum(1)
     return out
 
 
@@ -110,7 +114,6 @@ def records_true_q(records) -> torch.Tensor:
     """[R, 7] the true deal's Q of each record's current-hand slots (its `e_q_mean` order),
     actor frame, NaN where not legal: each game replayed from its seed to the decision
     (`validation.replay_to_decision`) and solved."""
-    from .validation import ReplayError, replay_to_decision
     out = torch.full((len(records), 7), float("nan"), dtype=torch.float64)
     for d in torch.unique(records["decision_idx"]).tolist():
         rows = torch.nonzero(records["decision_idx"] == d)[:, 0]
@@ -148,14 +151,13 @@ def truth_report(records) -> dict:
         if not on.any():
             continue
         g, t = games[seeds[r]], tricks[r]
-        owner = records["world_owner"][r][on].long()
-        wq = records["world_q"][r][on].double()
-        for name, wn in (("stored", w[on] / w[on].sum()),
-                         ("uniform", torch.full((int(on.sum()),), 1.0 / int(on.sum()),
-                                                dtype=torch.float64))):
-            s = decision_scores(wn, owner, truths[seeds[r]], wq, q_true[r])
-            for k in SCORE_KEYS:
-                sums[f"{k}:{name}"][g, t] += s[k]
+        stored = w[on] / w[on].sum()
+        s = decision_scores(torch.stack([stored, torch.full_like(stored, 1 / len(stored))]),
+                            records["world_owner"][r][on].long(), truths[seeds[r]],
+                            records["world_q"][r][on].double(), q_true[r])
+        for k in SCORE_KEYS:
+            sums[f"{k}:stored"][g, t] += float(s[k][0])
+            sums[f"{k}:uniform"][g, t] += float(s[k][1])
         sums["tiles"][g, t] += s["tiles"]
         sums["moves"][g, t] += s["moves"]
 
