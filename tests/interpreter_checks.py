@@ -35,7 +35,7 @@ import threading
 import numpy as np
 
 _state = threading.local()
-_installed = False
+_interp = None               # triton.runtime.interpreter, once install() has run
 
 
 class OutOfBounds(AssertionError):
@@ -47,7 +47,7 @@ class Race(AssertionError):
 
 
 def _program() -> int:
-    from triton.runtime.interpreter import interpreter_builder as b
+    b = _interp.interpreter_builder
     x, y, z = b.grid_idx
     return (x * b.grid_dim[1] + y) * b.grid_dim[2] + z
 
@@ -109,8 +109,7 @@ def _check(kind: str, ptrs, mask, elem_ty):
         return
     addr = np.asarray(ptrs.data, dtype=np.uint64).astype(np.int64)
     on = np.broadcast_to(np.asarray(mask.data, dtype=bool), addr.shape)
-    from triton.runtime.interpreter import _get_np_dtype
-    size = np.dtype(_get_np_dtype(elem_ty)).itemsize
+    size = np.dtype(_interp._get_np_dtype(elem_ty)).itemsize
     inside = np.zeros(addr.shape, dtype=bool)
     for _, start, end in regions:
         inside |= (addr >= start) & (addr + size <= end)
@@ -123,23 +122,22 @@ def _check(kind: str, ptrs, mask, elem_ty):
     where = (f"{first - end} bytes past the end of" if first >= end
              else f"{start - first} bytes before the start of" if first < start
              else "inside (misaligned element of)")
-    from triton.runtime.interpreter import interpreter_builder
     raise OutOfBounds(
-        f"kernel {_state.kernel}, program {tuple(interpreter_builder.grid_idx)}: {kind} of "
+        f"kernel {_state.kernel}, program {tuple(_interp.interpreter_builder.grid_idx)}: {kind} of "
         f"{int(bad.sum())} lane(s) out of bounds; the first address is {where} argument "
         f"'{name}' ({end - start} bytes)")
 
 
 def install():
     """Wrap the interpreter's launches, loads and stores (idempotent)."""
-    global _installed
-    if _installed:
+    global _interp
+    if _interp is not None:
         return
     import triton.runtime.interpreter as interp
-    for attr in ("GridExecutor", "_implicit_cvt", "interpreter_builder"):
+    for attr in ("GridExecutor", "_implicit_cvt", "interpreter_builder", "_get_np_dtype"):
         if not hasattr(interp, attr):
-            raise RuntimeError(f"triton.runtime.interpreter has no {attr}: the bounds "
-                               "checker must be adapted to this Triton version")
+            raise RuntimeError(f"triton.runtime.interpreter has no {attr}: the checks must "
+                               "be adapted to this Triton version")
     builder = interp.interpreter_builder
     for attr in ("create_masked_load", "create_masked_store"):
         if not hasattr(builder, attr):
@@ -188,4 +186,4 @@ def install():
     interp._implicit_cvt = cvt
     builder.create_masked_load = load
     builder.create_masked_store = store
-    _installed = True
+    _interp = interp
