@@ -227,6 +227,18 @@ def print_outcomes(rep: dict) -> None:
               f"{_f(s['mean_residual'], '+.2f'):>10}   {_f(s['rmse'], '.2f'):>5}")
 
 
+def _print_by_trick(rep: dict, rows) -> None:
+    """A table of `rows` ((label, key, format); format "%" for a share) with one column per
+    trick of rep["by_trick"] and one for the whole of rep."""
+    tricks = sorted(rep["by_trick"], key=int)
+    cols = [rep["by_trick"][t] for t in tricks] + [rep]
+    print(f"  {'trick':36s}" + "".join(f"{t:>8}" for t in tricks) + f"{'all':>8}")
+    for label, key, fmt in rows:
+        cells = [("-" if c[key] is None else f"{100 * c[key]:.0f}%") if fmt == "%"
+                 else _f(c[key], fmt) for c in cols]
+        print(f"  {label:36s}" + "".join(f"{v:>8}" for v in cells))
+
+
 #: (label, key, format) of the rows of the --exact table
 EXACT_ROWS = (
     ("records", "n_records", "d"), ("decisions >= 2 legal", "n_decisions", "d"),
@@ -249,13 +261,7 @@ def print_exact(rep: dict) -> None:
           f"{rep['n_moves']} legal moves; records' oracle {rep['oracle']}; fresh exact reference "
           f"(run seed {rep['reference_seed']}): {rep['max_enumerate']} worlds, enumerated for "
           f"{_pct(rep['exact_enumerated_fraction'], '.0f')}%")
-    tricks = sorted(rep["by_trick"], key=int)
-    cols = [rep["by_trick"][t] for t in tricks] + [rep]
-    print(f"  {'trick':36s}" + "".join(f"{t:>8}" for t in tricks) + f"{'all':>8}")
-    for label, key, fmt in EXACT_ROWS:
-        cells = [("-" if c[key] is None else f"{100 * c[key]:.0f}%") if fmt == "%"
-                 else _f(c[key], fmt) for c in cols]
-        print(f"  {label:36s}" + "".join(f"{v:>8}" for v in cells))
+    _print_by_trick(rep, EXACT_ROWS)
     if rep["worlds_mismatch"] or rep.get("stored_worlds_mismatch"):
         print(f"  warning: {rep['worlds_mismatch']} records did not reproduce their n_worlds, "
               f"{rep.get('stored_worlds_mismatch', 0)} not their stored worlds (the same-world "
@@ -286,11 +292,7 @@ TRUTH_ROWS = (
 def print_truth(rep: dict) -> None:
     print(f"truth: {rep['n_records']} records of {rep['n_games']} games, the stored weights "
           "against uniform weights on the same worlds, scored against each game's deal")
-    tricks = sorted(rep["by_trick"], key=int)
-    cols = [rep["by_trick"][t] for t in tricks] + [rep]
-    print(f"  {'trick':34s}" + "".join(f"{t:>8}" for t in tricks) + f"{'all':>8}")
-    for label, key, fmt in TRUTH_ROWS:
-        print(f"  {label:34s}" + "".join(f"{_f(c[key], fmt):>8}" for c in cols))
+    _print_by_trick(rep, TRUTH_ROWS)
     for label, key, fmt in (("P(true) gain", "p_true_gain", "+.4f"),
                             ("Brier gain (lower Brier)", "brier_gain", "+.4f"),
                             ("E[Q] squared-error gain, points^2", "eq_sq_error_gain", "+.2f")):
