@@ -1,7 +1,10 @@
-"""Rows per second of oracle networks on one device: the forward the engine calls
-(tokenizer + network, frozen TorchScript as `oracle_from_spec` builds it), per precision
-and batch size, on real positions (rows of a solver-labelled shard directory, repeated to
-the batch size). Prints and appends one JSON line per measurement.
+"""Rows per second of oracle networks on one device: the forward the engines call on
+tokenized rows (`forward_codes` of the frozen TorchScript `oracle_from_spec` builds; the
+rows are tokenized once, outside the timing, as the fast engine's Triton tokenizer does),
+per precision and batch size, on real positions (rows of a solver-labelled shard
+directory, repeated to the batch size). Prints and appends one JSON line per measurement.
+The module's own `forward` (its TorchScript tokenizer included) is not timed: on CUDA,
+TorchScript's fusion of that tokenizer gave wrong Q (NetworkOracle.query's doc).
 
     python benchmarks/gpu_oracle_throughput.py --oracles default,runs/x/best.safetensors \\
         --data runs/v2data --device cuda --out results.jsonl
@@ -25,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from eqfast.engine.pipeline import oracle_precision  # noqa: E402
 from eqfast.oracle.dataset import as_batch, load_shards  # noqa: E402
 from eqfast.oracle.factory import oracle_from_spec  # noqa: E402
+from eqfast.oracle.tokenizer import actor_slot_tiles, tokenize  # noqa: E402
 
 
 def window_seconds(fn, iters: int, device: torch.device) -> float:
@@ -63,17 +67,20 @@ def main(argv=None) -> int:
         for batch in [int(b) for b in a.batches.split(",")]:
             index = torch.arange(batch) % n
             b = as_batch(rows, index)
-            inputs = [t.to(device) for t in (b.hands, b.remaining, b.decl, b.trick, b.actor)]
+            hands, remaining, decl, trick, actor = (
+                t.to(device) for t in (b.hands, b.remaining, b.decl, b.trick, b.actor))
+            codes, slots = tokenize(hands, remaining, decl, trick, actor), actor_slot_tiles(hands, actor)
             for precision in a.precisions.split(","):
                 with torch.no_grad(), oracle_precision(precision, device):
-                    fn = lambda: oracle.module(*inputs)  # noqa: E731
+                    fn = lambda: oracle.module.forward_codes(codes, slots)  # noqa: E731
                     for _ in range(a.warmup):
                         fn()
                     if device.type == "cuda":
                         torch.cuda.synchronize()
                     times = [window_seconds(fn, a.iters, device) for _ in range(a.repeats)]
                 sec = statistics.median(times) / a.iters
-                line = {"what": "oracle-throughput", "oracle": identity["label"],
+                line = {"what": "oracle-throughput", "forward": "forward_codes",
+                        "oracle": identity["label"],
                         "device": torch.cuda.get_device_name(device) if device.type == "cuda"
                         else "cpu", "precision": precision, "batch": batch,
                         "rows_per_s": round(batch / sec), "ms_per_forward": round(sec * 1e3, 3)}

@@ -18,10 +18,14 @@
 #         accurate` on CUDA with the transformer's best weights installed as the accurate
 #         oracle on that machine
 # PLAN=accurate (the default) runs the labellers and the tests as above, but trains one
-# model from TRAIN_START to MLP_END: the shipped accurate oracle (MLP 640x3) continued from
-# its weights (--init) on fresh deals (labeller w: deals DEAL_BASE + 10,000,000 w + ...,
-# DEAL_BASE 5,000,000 by default, past what its first training labelled); PLAN=explore is
-# the comparison of the first H100 session (transformer, then two MLPs).
+# model until MLP_END: the shipped accurate oracle (MLP 640x3) continued from its weights
+# (--init) on fresh deals (labeller w: deals DEAL_BASE + 10,000,000 w + ..., DEAL_BASE
+# 5,000,000 by default, past what its first training labelled), from when ACC_MIN_ROWS rows
+# are labelled (2,000,000 by default, or a third of the deadline), at lr ACC_LR (2e-4).
+# Why: at lr 1e-3 from 168K rows (2026-11-27) the pool was memorized within seconds (val
+# q_gap 0.54 after 2,000 steps, from the weights' 0.38) and the run ended worse than it
+# began (fresh q_gap 0.467); the wait and the lower rate are not yet measured.
+# PLAN=explore is the comparison of the first H100 session (transformer, then two MLPs).
 # Everything lands in $OUT as it comes (at most 8 files): log.txt, tests.log,
 # results.jsonl (one line per training evaluation, throughput and labelling figure), and
 # the weights and checkpoint of each run (resume: put a checkpoint back in its run dir).
@@ -114,6 +118,9 @@ publish_run() {  # name: copy its weights (and checkpoint) and history into $OUT
 }
 
 if [ "$PLAN" = accurate ]; then
+    ACC_MIN_ROWS=${ACC_MIN_ROWS:-$([ $DRY = 1 ] && echo 0 || echo 2000000)}
+    until (( $(labelled_rows) >= ACC_MIN_ROWS || $(elapsed) > DEADLINE / 3 )); do sleep 2; done
+    log "labelled rows before training: $(labelled_rows)"
     budget=$(( MLP_END - $(elapsed) ))
     if [ $DRY = 1 ]; then
         A_ARGS=(--hidden 32 --depth 2 --batch 64 --eval-every 50)    # a tiny stand-in
@@ -122,7 +129,7 @@ if [ "$PLAN" = accurate ]; then
                 --init eqfast/models/accurate.safetensors)
     fi
     log "accurate (continued): ${budget} s"
-    train accurate "$budget" --arch mlp --roles 1 --lr 1e-3 --warmup 200 "${A_ARGS[@]}"
+    train accurate "$budget" --arch mlp --roles 1 --lr "${ACC_LR:-2e-4}" --warmup 200 "${A_ARGS[@]}"
     log "accurate: exit $?"
     publish_run accurate
 else

@@ -25,7 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "onnxruntime against the torch module on every position of 4 played "
                          "games, within 1e-4 points, before it is kept)")
     ap.add_argument("--device", default="cpu", help="device the TorchScript module is traced on: "
-                                                    "cpu, cuda or cuda:N (ONNX: cpu)")
+                                                    "cpu, cuda or cuda:N (ONNX: cpu). On CUDA, "
+                                                    "call the file's forward_codes on rows "
+                                                    "tokenized outside it, or its forward under "
+                                                    "torch.jit.fuser('none') (docs/ORACLE.md, "
+                                                    "Export)")
     return ap
 
 

@@ -320,17 +320,11 @@ class FastEngine:
         if hasattr(oracle, "query_codes"):
             module = oracle.module
             codes_fn = lambda codes, slot_tiles: forward_rows(module.forward_codes, codes, slot_tiles)
-        self.step = DecisionStep(self._oracle_fn(oracle), cfg, self.backend, codes_fn, self.device)
+        self.step = DecisionStep(lambda b: oracle.query(b)[0], cfg, self.backend, codes_fn,
+                                 self.device)
         self.graph_cache = GraphCache(max_graphs, self._capture, self._wait_last_copy)
         self._copy_stream = torch.cuda.Stream() if self.device.type == "cuda" else None
         self._last_copy = None     # event of the last records copy out of a graph's buffers
-
-    @staticmethod
-    def _oracle_fn(oracle):
-        module = getattr(oracle, "module", None)
-        if module is not None:   # NetworkOracle: call the (TorchScript) module directly
-            return lambda b: forward_rows(module, b.hands, b.remaining, b.decl, b.trick, b.actor)
-        return lambda b: oracle.query(b)[0]
 
     # ------------------------------------------------------------------ device side
     def batch_inputs(self, seeds: list[int]) -> _BatchInputs:

@@ -10,7 +10,8 @@ Two families, both predicting one value per tile id and gathering the actor's 7 
 
 Both are TorchScript-able and `torch.export`-clean (no data-dependent Python control flow).
 `OracleModule` glues tokenizer + network into one module with the `OracleBatch` fields as
-inputs; it is what gets scripted, frozen and exported.
+inputs; it is what gets scripted, frozen and exported. The engines call its `forward_codes`
+on rows tokenized outside TorchScript (`NetworkOracle.query` says why).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import torch
 from torch import nn
 
 from ..rules.tables import N_TILES
-from .tokenizer import N_CODES, tokenize
+from .tokenizer import N_CODES, actor_slot_tiles, tokenize
 
 #: Networks work in units of Q/42 internally; outputs are scaled back to points.
 Q_SCALE = 42.0
@@ -309,12 +310,19 @@ class NetworkOracle:
         self.config = dict(config or {})
 
     def query(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """q [N, 7] and legal [N, 7] of OracleBatch rows. The rows are tokenized here, in
+        eager PyTorch, and only `forward_codes` runs as TorchScript: on CUDA, TorchScript
+        fuses the module's own tokenizer into generated kernels after its profiling runs,
+        and on an H100 (torch 2.11) those gave Q up to 19.8 points off the CPU's from the 4th
+        call on; with the fusers off, or tokenized outside, every row matched
+        (benchmarks/gpu_runs/2026-11-27-h100-b0a5af2/, tests/test_oracle_network.py)."""
         from .protocol import legal_slots
 
         src = batch.hands.device
         b = batch.to(self.device) if src != self.device else batch
         with torch.no_grad():
-            q = forward_rows(self.module, b.hands, b.remaining, b.decl, b.trick, b.actor)
+            codes = tokenize(b.hands, b.remaining, b.decl, b.trick, b.actor)
+            q = forward_rows(self.module.forward_codes, codes, actor_slot_tiles(b.hands, b.actor))
         legal = legal_slots(b)
         return q.float().to(src), legal.to(src)
 
