@@ -23,12 +23,15 @@
 # 5,000,000 by default, past what its first training labelled), from when ACC_MIN_ROWS rows
 # are labelled (2,000,000 by default, or a third of the deadline), at lr ACC_LR (2e-4).
 # Why: at lr 1e-3 from 168K rows (2026-11-27) the pool was memorized within seconds (val
-# q_gap 0.54 after 2,000 steps, from the weights' 0.38) and the run ended worse than it
-# began (fresh q_gap 0.467); the wait and the lower rate are not yet measured.
+# q_gap 0.54 after 2,000 steps; the weights it began from have 0.38 on fresh deals) and
+# the run ended worse (fresh q_gap 0.467); the wait and the lower rate are not yet measured.
 # PLAN=explore is the comparison of the first H100 session (transformer, then two MLPs).
-# Everything lands in $OUT as it comes (at most 8 files): log.txt, tests.log,
-# results.jsonl (one line per training evaluation, throughput and labelling figure), and
-# the weights and checkpoint of each run (resume: put a checkpoint back in its run dir).
+# Everything lands in $OUT as it comes (at most 8 files): log.txt, tests.log (with the
+# diagnosis' lines when an engine comparison failed), results.jsonl (one line per training
+# evaluation, throughput and labelling figure), and the weights of each run (and the transformer's
+# checkpoint; resume: put a checkpoint back in its run dir, or start from weights with
+# --init: the 640x3's checkpoint, with its optimizer state, is over the 16 MiB a file may
+# bring back).
 set -u
 DEADLINE=${DEADLINE:-530}
 PLAN=${PLAN:-accurate}
@@ -81,9 +84,11 @@ log "$LABELLERS labellers started"
 
 # ---------------------------------------------------------------- GPU tests beside them
 if [ $DRY = 0 ]; then
-    # the two comparisons that failed on the H100 first, with their diagnosis, then the rest
-    { timeout -k 5 60 $PY -m pytest -q tests/test_fast_engine.py -p no:cacheprovider -rfE \
-          -k "network_oracle_and_posterior or graphs_on_equals"
+    # the engine-against-reference comparisons first (on a failure, the stage-by-stage
+    # diagnosis of benchmarks/gpu_engine_diagnose.py follows them), then the rest
+    { timeout -k 5 60 $PY -m pytest -q tests/test_fast_engine.py tests/test_oracle_network.py \
+          -p no:cacheprovider -rfE -k "network_oracle_and_posterior or graphs_on_equals or cuda_equals_cpu" \
+          || timeout -k 5 90 $PY benchmarks/gpu_engine_diagnose.py --out "$WORK/diag.jsonl"
       timeout -k 5 170 $PY -m pytest -q -m "gpu or interpreter" tests -p no:cacheprovider \
           --maxfail=10 -rfEs; } > "$RES/tests.log" 2>&1 &
     TESTS_PID=$!
@@ -120,7 +125,7 @@ publish_run() {  # name: copy its weights (and checkpoint) and history into $OUT
 if [ "$PLAN" = accurate ]; then
     ACC_MIN_ROWS=${ACC_MIN_ROWS:-$([ $DRY = 1 ] && echo 0 || echo 2000000)}
     until (( $(labelled_rows) >= ACC_MIN_ROWS || $(elapsed) > DEADLINE / 3 )); do sleep 2; done
-    log "labelled rows before training: $(labelled_rows)"
+    log "labelled rows when the accurate run starts: $(labelled_rows)"
     budget=$(( MLP_END - $(elapsed) ))
     if [ $DRY = 1 ]; then
         A_ARGS=(--hidden 32 --depth 2 --batch 64 --eval-every 50)    # a tiny stand-in
