@@ -1,8 +1,8 @@
 """eqfast.stage2.behaviour.window_values: every (world, window step) value equals the Stage 2
 model's μ on that world's game rebuilt alone from its deal and replayed play by play, put
 in the actor's initial-hand slots by hand; the acting player's own past plays get the same
-values in every world; steps before the first play are empty; games at different decisions
-are refused."""
+values in every world; steps before the first play are empty; each distinct actor's hand is
+evaluated once; games at different decisions are refused."""
 from __future__ import annotations
 
 import pytest
@@ -93,6 +93,27 @@ def test_own_past_plays_weigh_every_world_alike(model):
                                            rtol=1e-5, atol=1e-4)
                 checked += 1
     assert checked >= 3
+
+
+def test_each_distinct_actor_hand_is_evaluated_once(model):
+    """The forward runs once per (game, window step, actor's hand in the world): the count
+    equals the distinct triples listed by hand, and the acting player's own steps take one
+    row per game."""
+    plays = 14
+    games = _at_decision(9, plays)
+    initial = _worlds(games)
+    counts = {}
+    window_values(model, games, initial, K, counts)
+    distinct = set()
+    for g in range(3):
+        for j in range(plays - K, plays):
+            seat = int(games.seats[g, j])
+            distinct |= {(g, j, int(initial[g, w, seat])) for w in range(N)}
+    assert counts["rows"] == len(distinct) < 3 * N * K
+    actor = games.current_player
+    own = [(g, j) for g in range(3) for j in range(plays - K, plays)
+           if int(games.seats[g, j]) == int(actor[g])]
+    assert own and all(sum(1 for t in distinct if t[:2] == gj) == 1 for gj in own)
 
 
 def test_games_at_different_decisions_are_refused(model):

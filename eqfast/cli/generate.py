@@ -165,7 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "difference); recorded as posterior.own_plays")
     q.add_argument("--behaviour-oracle", default=None, metavar="ORACLE",
                    help="the oracle whose Q at the last K plays defines the behaviour model "
-                        "('default', 'accurate', 'exact' or a weights path). When left out, "
+                        "('default', 'accurate', 'exact' or a weights path), or 'stage2' / "
+                        "'stage2:PATH': a Stage 2 model's values from each play's own "
+                        "information set (eqfast/stage2/behaviour.py; 3-5x the spec's Brier "
+                        "gain against the true deal; best with --tau 3 --window 16; about "
+                        "0.7 s a game more than a network on this CPU at N = 64: "
+                        "benchmarks/RESULTS.md). When left out, "
                         "--oracle itself, except for the CPU default (exact), which takes the "
                         "shipped network: a Stage 1 network's behaviour model, as "
                         "docs/DATASET.md describes it, at ~1/10 the cost of solving every "
@@ -462,6 +467,7 @@ def main(argv=None) -> int:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     from ..oracle.factory import oracle_from_spec
+    from ..stage2.behaviour import behaviour_from_spec
     try:
         oracle, identity = oracle_from_spec(args.oracle, args.device, eager=args.eager,
                                             exact_tricks=args.exact_tricks,
@@ -475,7 +481,9 @@ def main(argv=None) -> int:
         if spec is None:
             continue
         try:
-            extra[flag] = oracle_from_spec(spec, args.device, eager=args.eager)
+            extra[flag] = (behaviour_from_spec(spec, args.device, eager=args.eager)
+                           if flag == "behaviour_oracle"
+                           else oracle_from_spec(spec, args.device, eager=args.eager))
         except ValueError as e:
             print(f"eqfast-generate: --{flag.replace('_', '-')}: {e}", file=sys.stderr)
             return 2

@@ -155,8 +155,16 @@ def resolve_behaviour_oracle(metadata: dict, device):
     name = identity.get("name")
     if name is None or not (metadata.get("posterior") or {}).get("enabled"):
         return None, None
-    oracle, built = _rebuild("the behaviour oracle", name, " (named in the records' metadata)",
-                             device)
+    from ..stage2.behaviour import behaviour_from_spec, is_stage2_spec
+    if is_stage2_spec(name):
+        try:
+            oracle, built = behaviour_from_spec(name, device)
+        except (OSError, ValueError) as e:
+            raise UsageError(f"cannot load the behaviour model {name!r} (named in the records' "
+                             f"metadata): {e}") from None
+    else:
+        oracle, built = _rebuild("the behaviour oracle", name,
+                                 " (named in the records' metadata)", device)
     return oracle, _sha_warning("behaviour oracle", name, built, identity)
 
 

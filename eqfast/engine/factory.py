@@ -59,6 +59,10 @@ def build_engine(oracle, cfg: EngineConfig, *, pipeline: str = "auto", backend: 
     (with the control variate's and the behaviour model's oracles, if any). ValueError
     (the text of `pipeline_problem`) for a combination that cannot run."""
     problem = pipeline_problem(pipeline, device, cfg, uses_solver(oracle))
+    if problem is None and behaviour_oracle is not None and cfg.posterior is not None \
+            and resolve_pipeline(pipeline, device) == "fast":
+        problem = ("a behaviour model of its own (--behaviour-oracle) runs on the reference "
+                   "pipeline only; use --pipeline reference")
     if problem is not None:
         raise ValueError(problem)
     if resolve_pipeline(pipeline, device) == "fast":

@@ -50,7 +50,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..oracle.protocol import Oracle, OracleBatch
+from ..oracle.protocol import Oracle, OracleBatch, legal_slots
 from ..rules.batched import BatchedGames
 from ..rules.deal import mix_seeds
 from ..utils.profiling import stage
@@ -547,6 +547,9 @@ class Engine:
             prefix = prefix_oracle_batch(games, initial, K)
             scored = scored_steps(games, prefix.valid, cfg.posterior.own_plays)   # [G, K]
         behaviour = self.behaviour_oracle or self.oracle
+        if hasattr(behaviour, "window_values"):
+            return self._information_set_posterior(behaviour, games, initial, prefix, scored,
+                                                   sample.valid)
 
         def fetch(worlds):
             # the scored window steps of these worlds (flat world rows), [len, K * 7]
@@ -571,6 +574,28 @@ class Engine:
             logw, diag = self.backend.posterior_log_weights(
                 q_past, legal_past, prefix.observed_slot, scored, cfg.posterior,
                 world_valid=sample.valid)
+        return logw
+
+    def _information_set_posterior(self, behaviour, games, initial, prefix, scored, valid):
+        """log w [G, n] from an information-set behaviour model (eqfast.stage2.behaviour):
+        its values at the last K plays of every world, read like an oracle's Q. Its legal
+        moves at the scored steps of valid worlds must be the prefix positions' (the same
+        rules on the same replayed hands; a difference is a reconstruction bug)."""
+        G, n = valid.shape
+        K = self.cfg.posterior.window_k
+        counts = {}
+        with stage("oracle"):
+            q_past, legal_past = behaviour.window_values(games, initial, K, counts)
+        self.behaviour_rows += counts.get("rows", 0)
+        on = scored[:, None, :, None] & valid[:, :, None, None]
+        expected = legal_slots(prefix.batch).view(G, n, K, 7)
+        if not torch.equal(legal_past & on, expected & on):
+            raise RuntimeError("the behaviour model's legal moves at a window step differ from "
+                               "the prefix position's (world replay bug)")
+        with stage("posterior"):
+            logw, _ = self.backend.posterior_log_weights(
+                q_past, legal_past, prefix.observed_slot, scored, self.cfg.posterior,
+                world_valid=valid)
         return logw
 
 

@@ -49,6 +49,10 @@ def oracle_from_spec(spec: str, device="cpu", *, exact_tricks: int = 0, quantize
 
     if not 0 <= exact_tricks <= 7:
         raise ValueError(f"exact_tricks must be 0..7, got {exact_tricks}")
+    if (spec == "stage2" or spec.startswith("stage2:")) and not Path(spec).is_file():
+        raise ValueError(f"{spec!r} is a behaviour model (it gives values of past plays from "
+                         "their player's information set), not an oracle: use it as "
+                         "--behaviour-oracle with --posterior")
     if spec == "exact":
         if quantize:
             raise ValueError("int8 quantizes a network oracle; the exact oracle has none")

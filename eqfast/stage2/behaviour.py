@@ -15,10 +15,14 @@ world (its hand and the transcript do not depend on the world), so they do not m
 weights, as a model of that player should have it.
 
 Measured against the true deal in self-play (benchmarks/posterior_truth.py, variants
-`beh=stage2`; benchmarks/RESULTS.md "The posterior against the true deal"). The engine
-does not use it yet.
+`beh=stage2`; benchmarks/RESULTS.md "The posterior against the true deal"). The reference
+Engine takes it as its behaviour model (`Stage2Behaviour`; `eqfast-generate --posterior
+--behaviour-oracle stage2[:PATH]`, built by `behaviour_from_spec`).
 """
 from __future__ import annotations
+
+import hashlib
+from pathlib import Path
 
 import torch
 
@@ -28,8 +32,8 @@ from .policy import stage2_mu
 
 
 @torch.no_grad()
-def window_values(model, games: BatchedGames, initial: torch.Tensor,
-                  window: int) -> tuple[torch.Tensor, torch.Tensor]:
+def window_values(model, games: BatchedGames, initial: torch.Tensor, window: int,
+                  counts: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(mu [G, N, K, 7] float32 points, legal [G, N, K, 7] bool) at the last K = `window`
     plays of every game in every world, in the frame and initial-hand slots of each step's
     actor; zeros / False at steps before the first play.
@@ -38,7 +42,10 @@ def window_values(model, games: BatchedGames, initial: torch.Tensor,
     28-bit initial-hand masks of the worlds (`eqfast.engine.worlds.world_tile_masks`).
     Each world's deal is replayed through the public plays (`BatchedGames.play_tile`, which
     refuses a tile the world's hand does not hold) and the model reads the actor's
-    transcript at each window step (`stage2_mu`).
+    transcript at each window step (`stage2_mu`). Worlds that give a step's actor the same
+    hand give it the same transcript, so each step's forward runs once per distinct
+    (game, actor's hand): the acting player's own steps once per game. `counts`, if given,
+    gains the rows the model evaluated under "rows".
     """
     G, N = initial.shape[:2]
     n = int(games.n_plays[0]) if G else 0
@@ -52,13 +59,66 @@ def window_values(model, games: BatchedGames, initial: torch.Tensor,
                              first.repeat_interleave(N), device=dev)
     mu = torch.zeros(G * N, window, 8, device=dev)
     legal = torch.zeros(G * N, window, 8, dtype=torch.bool, device=dev)
+    game_of_row = torch.arange(G, device=dev).repeat_interleave(N)
     for j in range(n):
         k = j - (n - window)
         if k >= 0:
-            m, lg, slot_of_pos = stage2_mu(model, world)
+            actor_hand = initial.gather(2, games.seats[:, j, None, None].expand(G, N, 1))
+            key = game_of_row * (1 << 28) + actor_hand.reshape(G * N)
+            _, first_row, inverse = _distinct(key)
+            m, lg, slot_of_pos = (t[inverse] for t in stage2_mu(model, world.select(first_row)))
+            if counts is not None:
+                counts["rows"] = counts.get("rows", 0) + len(first_row)
             # current-hand positions -> initial-hand slots; padding goes to spare column 7
             idx = torch.where(slot_of_pos >= 0, slot_of_pos, 7)
             mu[:, k].scatter_(1, idx, m.float())
             legal[:, k].scatter_(1, idx, lg)
         world = world.play_tile(games.tiles[:, j].repeat_interleave(N))
     return mu[..., :7].reshape(G, N, window, 7), legal[..., :7].reshape(G, N, window, 7)
+
+
+def _distinct(key: torch.Tensor):
+    """(distinct keys [U], the first row of each [U], inverse [len(key)])."""
+    uniq, inverse = torch.unique(key, return_inverse=True)
+    rows = torch.arange(len(key), device=key.device)
+    first = torch.full((len(uniq),), len(key), dtype=torch.int64, device=key.device)
+    first.scatter_reduce_(0, inverse, rows, reduce="amin")
+    return uniq, first, inverse
+
+
+class Stage2Behaviour:
+    """The posterior's behaviour model from a Stage 2 model: `window_values` in the layout
+    the Engine's posterior reads (eqfast.engine.pipeline.Engine, behaviour_oracle). It has
+    no `query`: it is no oracle, and the fast pipeline cannot take it."""
+
+    def __init__(self, model, device="cpu"):
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+
+    def window_values(self, games: BatchedGames, initial: torch.Tensor, window: int,
+                      counts: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        return window_values(self.model, games, initial, window, counts)
+
+
+def is_stage2_spec(spec: str | None) -> bool:
+    return spec is not None and (spec == "stage2" or spec.startswith("stage2:"))
+
+
+def behaviour_from_spec(spec: str, device, eager: bool = False):
+    """(behaviour model, identity) of a --behaviour-oracle spec: 'stage2' (the shipped Stage 2
+    model) or 'stage2:PATH' as a Stage2Behaviour, any other spec through
+    `eqfast.oracle.factory.oracle_from_spec`. The identity names the model as the spec,
+    so a run's metadata rebuilds it. ValueError (naming the file) when it cannot load."""
+    from ..oracle.factory import oracle_from_spec
+    from .weights import DEFAULT_STAGE2, load_stage2
+
+    if not is_stage2_spec(spec):
+        return oracle_from_spec(spec, device, eager=eager)
+    path = Path(spec[len("stage2:"):]) if spec != "stage2" else DEFAULT_STAGE2
+    if not path.is_file():
+        raise ValueError(f"{spec}: no such Stage 2 weights file {path}")
+    model = load_stage2(path)
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    label = "shipped Stage 2" if spec == "stage2" else f"Stage 2 {path.name}"
+    return (Stage2Behaviour(model, device),
+            {"name": spec, "path": str(path), "sha256": sha, "label": label})
