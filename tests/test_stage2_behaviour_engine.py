@@ -19,9 +19,9 @@ from eqfast.engine.factory import build_engine
 from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
 from eqfast.oracle import load_default_oracle
-from eqfast.oracle.factory import oracle_from_spec
+from eqfast.oracle.factory import is_stage2_spec, oracle_from_spec
 from eqfast.stage2 import load_stage2
-from eqfast.stage2.behaviour import Stage2Behaviour, behaviour_from_spec, is_stage2_spec
+from eqfast.stage2.behaviour import Stage2Behaviour, behaviour_from_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("_posterior_truth_for_engine",

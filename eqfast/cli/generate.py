@@ -393,10 +393,6 @@ def check_args(args) -> str | None:
     from ..engine.factory import pipeline_problem
     if args.behaviour_oracle == args.oracle:
         args.behaviour_oracle = None                 # the main oracle's behaviour model
-    if args.posterior and args.behaviour_oracle is not None:
-        if resolve_pipeline(args.pipeline, args.device) != "reference":
-            return ("--behaviour-oracle runs on the reference pipeline only; use --pipeline "
-                    "reference")
     if args.posterior and args.control_variate is not None and args.behaviour_oracle is None:
         return ("--control-variate with --posterior needs a --behaviour-oracle other than "
                 f"--oracle ({args.oracle}): the control's extra worlds need weights, e.g. "
@@ -406,7 +402,8 @@ def check_args(args) -> str | None:
     except ValueError as e:
         return str(e)
     return pipeline_problem(args.pipeline, args.device, cfg,
-                            solver_in_step=args.oracle == "exact" or args.exact_tricks > 0)
+                            solver_in_step=args.oracle == "exact" or args.exact_tricks > 0,
+                            own_behaviour=args.behaviour_oracle is not None)
 
 
 def engine_config(args) -> EngineConfig:

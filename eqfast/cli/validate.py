@@ -104,14 +104,16 @@ def run_metadata(metas: list[dict]) -> dict:
     return first
 
 
-def _rebuild(what: str, name: str, hint: str, device, **kw):
-    """(oracle, identity) of oracle `name` from the one oracle factory, or a UsageError
-    naming `what` ('oracle', 'behaviour oracle'), the name and the problem."""
-    from ..oracle.factory import SHIPPED, oracle_from_spec
-    if name != "exact" and name not in SHIPPED and not Path(name).is_file():
+def _rebuild(what: str, name: str, hint: str, device, build=None, **kw):
+    """(oracle, identity) of oracle `name` from `build` (the one oracle factory by default;
+    `behaviour_from_spec` for a behaviour model), or a UsageError naming `what` ('oracle',
+    'behaviour oracle'), the name and the problem."""
+    from ..oracle.factory import SHIPPED, is_stage2_spec, oracle_from_spec
+    if name != "exact" and name not in SHIPPED and not is_stage2_spec(name) \
+            and not Path(name).is_file():
         raise UsageError(f"cannot load {what} {name!r}{hint}: {name}: no such file")
     try:
-        return oracle_from_spec(name, device, **kw)
+        return (build or oracle_from_spec)(name, device, **kw)
     except (ImportError, OSError, ValueError) as e:
         raise UsageError(f"cannot load {what} {name!r}{hint}: {e}") from None
 
@@ -155,16 +157,9 @@ def resolve_behaviour_oracle(metadata: dict, device):
     name = identity.get("name")
     if name is None or not (metadata.get("posterior") or {}).get("enabled"):
         return None, None
-    from ..stage2.behaviour import behaviour_from_spec, is_stage2_spec
-    if is_stage2_spec(name):
-        try:
-            oracle, built = behaviour_from_spec(name, device)
-        except (OSError, ValueError) as e:
-            raise UsageError(f"cannot load the behaviour model {name!r} (named in the records' "
-                             f"metadata): {e}") from None
-    else:
-        oracle, built = _rebuild("the behaviour oracle", name,
-                                 " (named in the records' metadata)", device)
+    from ..stage2.behaviour import behaviour_from_spec
+    oracle, built = _rebuild("the behaviour oracle", name, " (named in the records' metadata)",
+                             device, build=behaviour_from_spec)
     return oracle, _sha_warning("behaviour oracle", name, built, identity)
 
 

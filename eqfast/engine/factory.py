@@ -30,12 +30,16 @@ def resolve_pipeline(pipeline: str, device) -> str:
     return "fast" if pipeline == "fast" or (pipeline == "auto" and cuda) else "reference"
 
 
-def pipeline_problem(pipeline: str, device, cfg: EngineConfig, solver_in_step: bool) -> str | None:
+def pipeline_problem(pipeline: str, device, cfg: EngineConfig, solver_in_step: bool,
+                     own_behaviour: bool = False) -> str | None:
     """Why `cfg` cannot run on that pipeline and device (None if it can). solver_in_step:
-    the oracle calls the exact solver (exact, or a hybrid)."""
+    the oracle calls the exact solver (exact, or a hybrid); own_behaviour: the posterior has
+    a behaviour model of its own (not the main oracle)."""
     if resolve_pipeline(pipeline, device) != "fast":
         return None
     cuda = torch.device(device).type == "cuda"
+    if own_behaviour and cfg.posterior is not None:
+        return "--behaviour-oracle runs on the reference pipeline only; use --pipeline reference"
     if cfg.cv_samples is not None:
         return ("a control variate (--control-variate) runs on the reference pipeline only; "
                 "use --pipeline reference")
@@ -58,11 +62,8 @@ def build_engine(oracle, cfg: EngineConfig, *, pipeline: str = "auto", backend: 
     """The engine for (pipeline, device): `FastEngine` (graphs: None = on CUDA) or `Engine`
     (with the control variate's and the behaviour model's oracles, if any). ValueError
     (the text of `pipeline_problem`) for a combination that cannot run."""
-    problem = pipeline_problem(pipeline, device, cfg, uses_solver(oracle))
-    if problem is None and behaviour_oracle is not None and cfg.posterior is not None \
-            and resolve_pipeline(pipeline, device) == "fast":
-        problem = ("a behaviour model of its own (--behaviour-oracle) runs on the reference "
-                   "pipeline only; use --pipeline reference")
+    problem = pipeline_problem(pipeline, device, cfg, uses_solver(oracle),
+                               own_behaviour=behaviour_oracle is not None)
     if problem is not None:
         raise ValueError(problem)
     if resolve_pipeline(pipeline, device) == "fast":

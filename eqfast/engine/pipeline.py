@@ -225,13 +225,15 @@ def _chunked(fetch, n_rows: int, chunk: int):
     return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 
-def _unique_worlds(ranks: torch.Tensor):
-    """(representative flat row [U], inverse [G*N]) of the distinct (game, rank) pairs."""
-    G, N = ranks.shape
-    key = torch.arange(G, device=ranks.device)[:, None] * (1 << 32) + ranks
+def distinct_per_game(values: torch.Tensor):
+    """(representative flat row [U], inverse [G*N]) of the distinct (game, value) pairs of
+    `values` [G, N] (integers in [0, 2**32)): the worlds' ranks, or a step's actor's hand
+    masks (eqfast.stage2.behaviour)."""
+    G, N = values.shape
+    key = torch.arange(G, device=values.device)[:, None] * (1 << 32) + values
     uniq, inverse = torch.unique(key.reshape(-1), return_inverse=True)
-    rep = torch.empty(len(uniq), dtype=torch.int64, device=ranks.device)
-    rep.scatter_(0, inverse, torch.arange(G * N, device=ranks.device))
+    rep = torch.empty(len(uniq), dtype=torch.int64, device=values.device)
+    rep.scatter_(0, inverse, torch.arange(G * N, device=values.device))
     return rep, inverse
 
 
@@ -461,7 +463,7 @@ class Engine:
         with stage("sample"):
             sample = self.backend.sample_worlds(info, counts, keys, n)
             ranks = world_ranks(sample.total, keys, n)
-        rep, inverse = _unique_worlds(ranks)
+        rep, inverse = distinct_per_game(ranks)
         g_of_u = torch.div(rep, n, rounding_mode="floor")
         if hasattr(oracle, "query_codes"):
             # network oracle: the backend tokenizes the worlds (Triton: straight from the

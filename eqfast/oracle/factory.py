@@ -40,6 +40,12 @@ def default_spec(device) -> str:
     return "accurate" if torch.device(device).type == "cuda" else "default"
 
 
+def is_stage2_spec(spec: str | None) -> bool:
+    """'stage2' or 'stage2:PATH': a Stage 2 model as the posterior's behaviour model
+    (eqfast.stage2.behaviour.behaviour_from_spec builds it), never an oracle."""
+    return spec is not None and (spec == "stage2" or spec.startswith("stage2:"))
+
+
 def oracle_from_spec(spec: str, device="cpu", *, exact_tricks: int = 0, quantize: bool = False,
                      eager: bool = False):
     """(oracle, identity dict) for `spec` (module doc). Raises OracleWeightsError (a
@@ -49,7 +55,7 @@ def oracle_from_spec(spec: str, device="cpu", *, exact_tricks: int = 0, quantize
 
     if not 0 <= exact_tricks <= 7:
         raise ValueError(f"exact_tricks must be 0..7, got {exact_tricks}")
-    if (spec == "stage2" or spec.startswith("stage2:")) and not Path(spec).is_file():
+    if is_stage2_spec(spec) and not Path(spec).is_file():
         raise ValueError(f"{spec!r} is a behaviour model (it gives values of past plays from "
                          "their player's information set), not an oracle: use it as "
                          "--behaviour-oracle with --posterior")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from ..engine.pipeline import distinct_per_game
 from ..engine.public import mask_to_sorted_ids
 from ..rules.batched import BatchedGames
 from .policy import stage2_mu
@@ -59,31 +60,20 @@ def window_values(model, games: BatchedGames, initial: torch.Tensor, window: int
                              first.repeat_interleave(N), device=dev)
     mu = torch.zeros(G * N, window, 8, device=dev)
     legal = torch.zeros(G * N, window, 8, dtype=torch.bool, device=dev)
-    game_of_row = torch.arange(G, device=dev).repeat_interleave(N)
     for j in range(n):
         k = j - (n - window)
         if k >= 0:
             actor_hand = initial.gather(2, games.seats[:, j, None, None].expand(G, N, 1))
-            key = game_of_row * (1 << 28) + actor_hand.reshape(G * N)
-            _, first_row, inverse = _distinct(key)
-            m, lg, slot_of_pos = (t[inverse] for t in stage2_mu(model, world.select(first_row)))
+            rows, inverse = distinct_per_game(actor_hand[..., 0])
+            m, lg, slot_of_pos = (t[inverse] for t in stage2_mu(model, world.select(rows)))
             if counts is not None:
-                counts["rows"] = counts.get("rows", 0) + len(first_row)
+                counts["rows"] = counts.get("rows", 0) + len(rows)
             # current-hand positions -> initial-hand slots; padding goes to spare column 7
             idx = torch.where(slot_of_pos >= 0, slot_of_pos, 7)
             mu[:, k].scatter_(1, idx, m.float())
             legal[:, k].scatter_(1, idx, lg)
         world = world.play_tile(games.tiles[:, j].repeat_interleave(N))
     return mu[..., :7].reshape(G, N, window, 7), legal[..., :7].reshape(G, N, window, 7)
-
-
-def _distinct(key: torch.Tensor):
-    """(distinct keys [U], the first row of each [U], inverse [len(key)])."""
-    uniq, inverse = torch.unique(key, return_inverse=True)
-    rows = torch.arange(len(key), device=key.device)
-    first = torch.full((len(uniq),), len(key), dtype=torch.int64, device=key.device)
-    first.scatter_reduce_(0, inverse, rows, reduce="amin")
-    return uniq, first, inverse
 
 
 class Stage2Behaviour:
@@ -100,16 +90,12 @@ class Stage2Behaviour:
         return window_values(self.model, games, initial, window, counts)
 
 
-def is_stage2_spec(spec: str | None) -> bool:
-    return spec is not None and (spec == "stage2" or spec.startswith("stage2:"))
-
-
 def behaviour_from_spec(spec: str, device, eager: bool = False):
     """(behaviour model, identity) of a --behaviour-oracle spec: 'stage2' (the shipped Stage 2
     model) or 'stage2:PATH' as a Stage2Behaviour, any other spec through
     `eqfast.oracle.factory.oracle_from_spec`. The identity names the model as the spec,
     so a run's metadata rebuilds it. ValueError (naming the file) when it cannot load."""
-    from ..oracle.factory import oracle_from_spec
+    from ..oracle.factory import is_stage2_spec, oracle_from_spec
     from .weights import DEFAULT_STAGE2, load_stage2
 
     if not is_stage2_spec(spec):
