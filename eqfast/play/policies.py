@@ -71,6 +71,9 @@ from ..utils.rng import uniform_float
 STREAM_RANDOM = 3
 #: worlds per decision of the E[Q] player when the spec names none
 DEFAULT_WORLDS = 32
+#: the posterior's temperature and window with the Stage 2 behaviour model (eqfast-generate
+#: --behaviour-oracle stage2 --tau 3 --window 16; docs/STAGE2.md)
+STAGE2_TAU, STAGE2_WINDOW = 3.0, 16
 
 
 class Policy(Protocol):
@@ -191,23 +194,41 @@ class RulesPolicy:
 
 # ---------------------------------------------------------------------------- E[Q]
 class EQPolicy:
-    """The E[Q] player: `Engine.decide` with uniform world weights and greedy selection
-    (no records built)."""
+    """The E[Q] player: `Engine.decide` with greedy selection (no records built), world
+    weights uniform or, with `posterior`, the transcript posterior of spec 000
+    (eqfast/engine/posterior.py) under a behaviour model: an oracle's perfect-information
+    Q (the spec's; for the exact oracle the shipped network, as eqfast-generate uses) or
+    the Stage 2 model's information-set E[Q] (`stage2[:PATH]`, tau 3 and window 16, the
+    settings measured best against the true deal: benchmarks/RESULTS.md)."""
 
     cheating = False
 
     def __init__(self, oracle_spec: str, n_worlds: int = DEFAULT_WORLDS, run_seed: int = 0,
-                 device="cpu", threads: int = 1):
-        from ..engine.pipeline import Engine, EngineConfig
+                 device="cpu", threads: int = 1, posterior: str | None = None):
+        from ..engine.factory import build_engine
+        from ..engine.pipeline import EngineConfig
         from ..oracle.exact import ExactOracle
-        from ..oracle.factory import oracle_from_spec
+        from ..oracle.factory import is_stage2_spec, oracle_from_spec
 
         oracle, self.identity = oracle_from_spec(oracle_spec, device)
         if isinstance(oracle, ExactOracle):
             oracle.threads = threads
-        self.engine = Engine(oracle, EngineConfig(n_samples=n_worlds, seed=run_seed),
-                             backend="reference", device=device)
-        self.name = f"eq:{oracle_spec}:{n_worlds}"
+        post_cfg, behaviour = None, None
+        if posterior is not None:
+            from ..engine.posterior import PosteriorConfig
+            from ..stage2.behaviour import behaviour_from_spec
+
+            spec = posterior or ("default" if isinstance(oracle, ExactOracle) else None)
+            post_cfg = (PosteriorConfig(tau=STAGE2_TAU, window_k=STAGE2_WINDOW)
+                        if spec is not None and is_stage2_spec(spec) else PosteriorConfig())
+            if spec is not None and spec != oracle_spec:
+                behaviour, _ = behaviour_from_spec(spec, device)
+        self.engine = build_engine(oracle, EngineConfig(n_samples=n_worlds, seed=run_seed,
+                                                        posterior=post_cfg),
+                                   pipeline="reference", device=device,
+                                   behaviour_oracle=behaviour)
+        self.name = f"eq:{oracle_spec}:{n_worlds}" + (
+            "" if posterior is None else ":posterior" + (f"={posterior}" if posterior else ""))
 
     def decide(self, games, seeds, decision):
         seeds = [int(s) for s in seeds]
@@ -277,15 +298,24 @@ def _no_arg(name: str, arg: str | None) -> None:
 
 
 def _make_eq(arg: str | None, ctx: PolicyContext) -> EQPolicy:
-    spec, n = (arg or "default"), DEFAULT_WORLDS
+    spec, n, posterior = (arg or "default"), DEFAULT_WORLDS, None
+    head, sep, tail = spec.partition(":posterior")
+    if sep:
+        if tail and not tail.startswith("="):
+            raise ValueError(f"write the behaviour model as :posterior=SPEC, got {arg!r}")
+        spec, posterior = head, tail[1:]
+        if tail == "=":
+            raise ValueError(f"posterior= needs a behaviour model, got {arg!r}")
     head, sep, tail = spec.rpartition(":")
     if sep and tail.lstrip("-").isdigit():
         spec, n = head, int(tail)
     if not spec:
-        raise ValueError("eq:ORACLE[:N] needs an oracle (default, accurate, exact or a path)")
+        raise ValueError("eq:ORACLE[:N][:posterior[=BEHAVIOUR]] needs an oracle (default, "
+                         "accurate, exact or a path)")
     if n < 1:
         raise ValueError(f"the number of worlds must be >= 1, got {n}")
-    return EQPolicy(spec, n, run_seed=ctx.run_seed, device=ctx.device, threads=ctx.threads)
+    return EQPolicy(spec, n, run_seed=ctx.run_seed, device=ctx.device, threads=ctx.threads,
+                    posterior=posterior)
 
 
 def _make_random(arg, ctx):
@@ -296,6 +326,13 @@ def _make_random(arg, ctx):
 def _make_rules(arg, ctx):
     _no_arg("rules", arg)
     return RulesPolicy()
+
+
+def _make_expert(arg, ctx):
+    from .expert import ExpertPolicy
+
+    _no_arg("expert", arg)
+    return ExpertPolicy()
 
 
 def _make_perfect(arg, ctx):
@@ -311,12 +348,13 @@ def _make_stage2(arg, ctx):
 POLICIES: dict[str, Callable[[str | None, PolicyContext], Policy]] = {
     "random": _make_random,
     "rules": _make_rules,
+    "expert": _make_expert,
     "eq": _make_eq,
     "perfect": _make_perfect,
     "stage2": _make_stage2,
 }
 #: how a policy that takes an argument is written, for messages and --help
-USAGE = {"eq": "eq:ORACLE[:N]", "stage2": "stage2[:WEIGHTS]"}
+USAGE = {"eq": "eq:ORACLE[:N][:posterior[=BEHAVIOUR]]", "stage2": "stage2[:WEIGHTS]"}
 
 
 def policy_from_spec(spec: str, run_seed: int = 0, device="cpu", threads: int = 1) -> Policy:
