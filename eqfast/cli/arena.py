@@ -67,15 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first game seed (deal, declarer and declaration follow from it); "
                         f"default 0, with --league {DEFAULT_SEED_START} (above every training "
                         "seed)")
-    p.add_argument("--run-seed", type=int, default=0,
+    p.add_argument("--run-seed", type=int, default=None,
                    help="seed of the policies' draws (random moves, E[Q] worlds), mixed with "
-                        "each game seed and decision")
+                        "each game seed and decision (default 0)")
     p.add_argument("--batch", type=int, default=None,
                    help="deals played in lockstep (2 x batch games; default 64, with --league "
                         "a whole chunk); larger batches serve the E[Q] player's engine better")
-    p.add_argument("--decl", default="hand",
+    p.add_argument("--decl", default=None,
                    help="declaration per deal: 'hand' (the declarer's heuristic, "
-                        "eqfast/engine/games.py), 'uniform', or 0..9")
+                        "eqfast/engine/games.py; the default), 'uniform', or 0..9")
     p.add_argument("--device", default="cpu",
                    help="cpu, cuda or cuda:N (games and the E[Q] engine)")
     p.add_argument("--threads", type=int, default=1,
@@ -91,16 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--league", type=Path, default=None, metavar="DIR",
                    help="play the league of --policies in DIR (created if needed; resumes "
                         "the league DIR holds) and write DIR/league.json")
-    g.add_argument("--target-ci", type=float, default=DEFAULT_TARGET_CI,
+    g.add_argument("--target-ci", type=float, default=None,
                    help="a pair is resolved when the half-width of its 95%% interval of "
-                        "points per hand is at most this")
-    g.add_argument("--min-hands", type=int, default=DEFAULT_MIN_HANDS,
-                   help="hands every pair plays at least (even)")
-    g.add_argument("--max-hands", type=int, default=DEFAULT_MAX_HANDS,
-                   help="hands a pair plays at most, resolved or not (even)")
-    g.add_argument("--chunk", type=int, default=DEFAULT_CHUNK_HANDS,
+                        f"points per hand is at most this (default {DEFAULT_TARGET_CI}; "
+                        "the four stopping flags default to the stored values when DIR "
+                        "holds a league)")
+    g.add_argument("--min-hands", type=int, default=None,
+                   help=f"hands every pair plays at least (even; default {DEFAULT_MIN_HANDS})")
+    g.add_argument("--max-hands", type=int, default=None,
+                   help="hands a pair plays at most, resolved or not (even; default "
+                        f"{DEFAULT_MAX_HANDS})")
+    g.add_argument("--chunk", type=int, default=None,
                    help="hands a pair plays between checks of its interval and saves of "
-                        "the state (even); a kill loses at most one chunk")
+                        f"the state (even; default {DEFAULT_CHUNK_HANDS}); a kill loses at "
+                        "most one chunk")
     g.add_argument("--budget-minutes", type=float, default=None,
                    help="start no new chunk after this many minutes; the state stays "
                         "resumable")
@@ -127,12 +131,10 @@ def check_args(args) -> str | None:
     for flag, v in (("--policies", args.policies), ("--hands", args.hands)):
         if v is None:
             return f"{flag} is required (or play a league with --league DIR)"
-    for flag, v, default in (("--target-ci", args.target_ci, DEFAULT_TARGET_CI),
-                             ("--min-hands", args.min_hands, DEFAULT_MIN_HANDS),
-                             ("--max-hands", args.max_hands, DEFAULT_MAX_HANDS),
-                             ("--chunk", args.chunk, DEFAULT_CHUNK_HANDS),
-                             ("--budget-minutes", args.budget_minutes, None)):
-        if v != default:
+    for flag, v in (("--target-ci", args.target_ci), ("--min-hands", args.min_hands),
+                    ("--max-hands", args.max_hands), ("--chunk", args.chunk),
+                    ("--budget-minutes", args.budget_minutes)):
+        if v is not None:
             return f"{flag} applies to --league only"
     if args.hands < 2 or args.hands % 2:
         return (f"--hands must be an even number >= 2 (each deal is played twice), "
@@ -144,7 +146,7 @@ def check_args(args) -> str | None:
     if args.threads < 1:
         return f"--threads must be >= 1, got {args.threads}"
     try:
-        parse_decl_mode(args.decl)
+        parse_decl_mode("hand" if args.decl is None else args.decl)
     except ValueError:
         return f"--decl must be 'hand', 'uniform' or a declaration 0..9, got {args.decl!r}"
     if args.out is not None and not args.out.parent.is_dir():
@@ -164,11 +166,12 @@ def policies_problem(text: str) -> str | None:
     return None
 
 
-def league_settings(args) -> LeagueSettings:
-    return LeagueSettings(
-        seed_start=DEFAULT_SEED_START if args.seed_start is None else args.seed_start,
-        run_seed=args.run_seed, decl=args.decl, target_ci=args.target_ci,
-        min_hands=args.min_hands, max_hands=args.max_hands, chunk_hands=args.chunk)
+def league_given(args) -> dict:
+    """The league settings named on the command line (None: the stored value or the
+    default, eqfast.play.league.resolve_settings)."""
+    return {"seed_start": args.seed_start, "run_seed": args.run_seed, "decl": args.decl,
+            "target_ci": args.target_ci, "min_hands": args.min_hands,
+            "max_hands": args.max_hands, "chunk_hands": args.chunk}
 
 
 def check_league_args(args) -> str | None:
@@ -180,7 +183,10 @@ def check_league_args(args) -> str | None:
         return f"--out {args.out} does not apply to --league: the report is DIR/{REPORT_FILE}"
     if args.league.exists() and not args.league.is_dir():
         return f"--league {args.league}: is a file, not a directory"
-    problem = league_settings(args).problem()
+    # each value on its own (the defaults stand in for the others); resolve_settings checks
+    # the combination with a stored league's settings
+    given = {k: v for k, v in league_given(args).items() if v is not None}
+    problem = LeagueSettings(**given).problem()
     if problem is not None:
         return problem
     if args.batch is not None and args.batch < 1:
@@ -247,6 +253,8 @@ def main(argv=None) -> int:
         return league_main(args)
     args.seed_start = 0 if args.seed_start is None else args.seed_start
     args.batch = 64 if args.batch is None else args.batch
+    args.run_seed = 0 if args.run_seed is None else args.run_seed
+    args.decl = "hand" if args.decl is None else args.decl
     specs = parse_policies(args.policies)
     policies = []
     for spec in specs:
@@ -298,11 +306,11 @@ def league_main(args) -> int:
     """eqfast-arena --league DIR: open (or continue) the league, play, report."""
     from ..play.league import LeagueStateError, format_league, open_league, write_report
 
-    build = lambda spec: policy_from_spec(spec, run_seed=args.run_seed, device=args.device,
-                                          threads=args.threads)
+    build = lambda spec, run_seed: policy_from_spec(spec, run_seed=run_seed, device=args.device,
+                                                    threads=args.threads)
     specs = None if args.policies is None else parse_policies(args.policies)
     try:
-        league = open_league(args.league, specs, league_settings(args), build)
+        league = open_league(args.league, specs, build, **league_given(args))
     except LeagueStateError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2

@@ -73,7 +73,7 @@ import json
 import math
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -112,6 +112,12 @@ ELO_PER_LOGIT = 400 / math.log(10)
 MIN_VAR = 1e-6
 
 
+#: the command's flag of each setting, for messages
+FLAGS = {"seed_start": "--seed-start", "run_seed": "--run-seed", "decl": "--decl",
+         "target_ci": "--target-ci", "min_hands": "--min-hands", "max_hands": "--max-hands",
+         "chunk_hands": "--chunk"}
+
+
 class LeagueStateError(ValueError):
     """DIR holds a league that this run may not continue (another seed start, a missing
     policy, changed weights, an unreadable state file)."""
@@ -147,9 +153,6 @@ class LeagueSettings:
         if self.max_hands < self.min_hands:
             return (f"--max-hands {self.max_hands} is below --min-hands {self.min_hands}")
         return None
-
-    def shaping(self) -> dict:
-        return {k: getattr(self, k) for k in self.SHAPING}
 
 
 # ---------------------------------------------------------------------------- one pair
@@ -360,41 +363,66 @@ class League:
 def _read_state(path: Path) -> dict:
     try:
         state = json.loads(path.read_text())
-        if state.get("version") != STATE_VERSION or not isinstance(state.get("panel"), list):
+        if state.get("version") != STATE_VERSION or not isinstance(state.get("panel"), list) \
+                or not isinstance(state.get("settings"), dict):
             raise ValueError(f"version {state.get('version')!r}, expected {STATE_VERSION}")
         return state
     except (OSError, ValueError, AttributeError) as e:
         raise LeagueStateError(f"{path}: not a readable league state ({e})") from None
 
 
-def open_league(directory, specs: Sequence[str] | None, settings: LeagueSettings,
-                build: Callable[[str], Policy]) -> League:
+def resolve_settings(stored: dict | None, given: dict, directory="DIR") -> LeagueSettings:
+    """The league's settings: each one given (not None) wins, else the stored one, else the
+    default. A given shaping setting that differs from the stored one raises
+    LeagueStateError; invalid values raise ValueError naming the flag."""
+    stored = (stored or {}).get("settings", {})
+    given = dict(given)
+    if given.get("decl") is not None:       # "06" and "6" are the same declaration
+        try:
+            given["decl"] = str(parse_decl_mode(given["decl"]))
+        except ValueError:
+            pass                            # LeagueSettings.problem names it below
+    unknown = set(given) - {f.name for f in fields(LeagueSettings)}
+    if unknown:
+        raise TypeError(f"unknown league settings {sorted(unknown)}")
+    clash = [k for k in LeagueSettings.SHAPING if k in stored and given.get(k) is not None
+             and given[k] != stored[k]]
+    if clash:
+        diff = ", ".join(f"{FLAGS[k]} {stored[k]} (asked for {given[k]})" for k in clash)
+        raise LeagueStateError(
+            f"--league {directory}: holds a league played with {diff}; continue it with the "
+            f"stored settings (omit the flag) or use another directory")
+    values = {f.name: given[f.name] if given.get(f.name) is not None else
+              stored.get(f.name, f.default)
+              for f in fields(LeagueSettings)}
+    settings = LeagueSettings(**values)
+    problem = settings.problem()
+    if problem is not None:
+        raise ValueError(problem)
+    return settings
+
+
+def open_league(directory, specs: Sequence[str] | None,
+                build: Callable[[str, int], Policy], **given) -> League:
     """The league in `directory` (created if needed): a new one with the panel `specs`
     (DEFAULT_PANEL when None), or the stored one continued. Continuing, `specs` None keeps
     the stored panel; otherwise it must include every stored policy (new ones are appended).
-    build(spec) -> policy (ValueError for a bad spec). LeagueStateError when the directory
-    cannot hold this league (module doc)."""
+    `given`: LeagueSettings fields chosen by the caller (None = the stored value, or the
+    default for a new league; `resolve_settings`). build(spec, run_seed) -> policy
+    (ValueError for a bad spec). LeagueStateError when the directory cannot hold this
+    league (module doc)."""
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise LeagueStateError(f"--league {directory}: is a file, not a directory")
     state_path = directory / STATE_FILE
     stored = _read_state(state_path) if state_path.exists() else None
-    if stored is not None:
-        old = {k: stored.get(k) for k in LeagueSettings.SHAPING}
-        if old != settings.shaping():
-            diff = ", ".join(f"{k} {old[k]!r} (now {settings.shaping()[k]!r})"
-                             for k in LeagueSettings.SHAPING if old[k] != settings.shaping()[k])
-            raise LeagueStateError(
-                f"--league {directory}: holds a league with {diff}; continue it with the "
-                f"same --seed-start, --run-seed and --decl, or use another directory")
-        stored_entries = [Entry(**e) for e in stored["panel"]]
-    else:
-        stored_entries = []
+    settings = resolve_settings(stored, given, directory)
+    stored_entries = [Entry(**e) for e in stored["panel"]] if stored else []
     if specs is None:
         specs = [e.spec for e in stored_entries] if stored_entries else list(DEFAULT_PANEL)
     built: dict[str, tuple[Entry, Policy]] = {}
     for spec in specs:
-        policy = build(spec)
+        policy = build(spec, settings.run_seed)
         entry = Entry(spec, policy.name, bool(policy.cheating), policy_identity(spec, policy))
         if entry.name in built:
             raise ValueError(f"--policies: {built[entry.name][0].spec!r} and {spec!r} name the "
@@ -420,10 +448,10 @@ def open_league(directory, specs: Sequence[str] | None, settings: LeagueSettings
         raise ValueError(f"--policies: a league needs at least two policies, got "
                          f"{', '.join(order) or 'none'}")
     (directory / PAIRS_DIR).mkdir(parents=True, exist_ok=True)
-    if stored is None or len(entries) != len(stored_entries):
-        atomic_write_text(state_path, json.dumps(
-            {"version": STATE_VERSION, **settings.shaping(),
-             "panel": [asdict(e) for e in entries]}, indent=1) + "\n")
+    state = {"version": STATE_VERSION, "settings": asdict(settings),
+             "panel": [asdict(e) for e in entries]}
+    if state != stored:
+        atomic_write_text(state_path, json.dumps(state, indent=1) + "\n")
     return League(directory, settings, entries, [built[n][1] for n in order])
 
 
@@ -476,7 +504,6 @@ def fit_points(names: Sequence[str], results: Sequence[tuple[int, int, float, fl
     """Ratings on the points-per-hand scale from (i, j, mean diff of i against j, its
     variance) per pair: weighted least squares of mean = r_i - r_j, weights 1/variance
     (module doc). Policies with no pair linking them to the others get None."""
-    k = len(names)
     results = [(i, j, m, max(v, MIN_VAR)) for i, j, m, v in results]
     rated, ref, center = _rated(names, anchor, [(i, j) for i, j, _, _ in results])
     out = {"method": "weighted least squares on pair means, weights 1/SE^2",
@@ -524,7 +551,6 @@ def fit_bradley_terry(names: Sequence[str], results: Sequence[tuple[int, int, fl
                       anchor: str | None = ANCHOR, iterations: int = 100) -> dict:
     """Bradley-Terry log-odds from (i, j, hands won by i (ties half), hands) per pair, by
     Newton's method; intervals from the inverse Fisher information (module doc)."""
-    k = len(names)
     # one virtual tied hand per pair: keeps a whitewash finite (module doc)
     use = [(i, j, w + 0.5, n + 1.0) for i, j, w, n in results if n > 0]
     rated, ref, center = _rated(names, anchor, [(i, j) for i, j, _, _ in use])
@@ -704,11 +730,12 @@ def format_league(report: dict) -> str:
     rows = [("policy", "points/hand [95%]", "BT log-odds [95%]", "Elo", "hands")]
     for n in order:
         r, b = pts["ratings"][n], bt["ratings"][n]
+        anchored = lambda v: v is not None and v["se"] == 0
         rows.append((label(n),
-                     "-" if r is None else f"{r['rating']:+.2f} [{r['ci95'][0]:+.2f}, "
-                                           f"{r['ci95'][1]:+.2f}]",
-                     "-" if b is None else f"{b['theta']:+.3f} [{b['ci95'][0]:+.3f}, "
-                                           f"{b['ci95'][1]:+.3f}]",
+                     "-" if r is None else "0 (anchor)" if anchored(r) else
+                     f"{r['rating']:+.2f} [{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}]",
+                     "-" if b is None else "0 (anchor)" if anchored(b) else
+                     f"{b['theta']:+.3f} [{b['ci95'][0]:+.3f}, {b['ci95'][1]:+.3f}]",
                      "-" if b is None else f"{b['elo']:+.0f}", str(hands[n])))
     unfinished = sum(p["status"] == "playing" for p in report["pairs"])
     out = [f"League: {len(names)} policies, {len(report['pairs'])} pairs, "
