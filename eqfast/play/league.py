@@ -10,9 +10,10 @@ eqfast/cli/arena.py (`eqfast-arena --league DIR`) is the command and docs/PLAY.m
 Deals. Pair (A, B) plays deals seed_start, seed_start + 1, ... in that order, each twice
 (A as team 0, then as team 1; eqfast/play/arena.py), so every pair's first n deals are the
 same n deals. `DEFAULT_SEED_START` = 3,000,000,000 lies above every seed range the project
-trains or labels on (Stage 2 data from 0, oracle labels at DEAL_BASE + 10^7 w below 2 x
-10^8 and at 2 x 10^9, evaluations at 10^9 and 2 x 10^6), so no policy has seen a league
-deal; seeds are 64-bit everywhere (`eqfast.rules.deal`), and 3 x 10^9 + 10^5 fits int64.
+trains, labels or evaluates on (Stage 2 data from 0; oracle labels at DEAL_BASE + 10^7 w,
+below 2 x 10^8, and at 2 x 10^9; oracle evaluations at 10^9; benchmarks at 5..9 x 10^6 and
+8.8 x 10^8; arena runs at 0, 10^6, 2 x 10^6), so no policy has seen a league deal. Seeds
+are 64-bit everywhere (`eqfast.rules.deal`); the E[Q] player's seeds travel as int64.
 
 Stopping. Pairs play in chunks of `chunk_hands`; after each chunk a pair is finished when
 it has at least `min_hands` hands and the half-width of its 95% Student-t interval of
