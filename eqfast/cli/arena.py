@@ -28,7 +28,7 @@ from ..engine.games import parse_decl_mode
 from ..play.arena import DIFF_INTERVAL, WIN_INTERVAL, MatchResult, play_match, policy_rates
 from ..play.league import (DEFAULT_CHUNK_HANDS, DEFAULT_MAX_HANDS, DEFAULT_MIN_HANDS,
                            DEFAULT_PANEL, DEFAULT_SEED_START, DEFAULT_TARGET_CI, REPORT_FILE,
-                           LeagueSettings)
+                           STATE_FILE, LeagueSettings)
 from ..play.policies import POLICIES, USAGE, policy_from_spec
 from ..utils.progress import Progress
 from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
@@ -316,8 +316,11 @@ def league_main(args) -> int:
         return 2
     except ValueError as e:            # a bad spec: an unknown oracle, a missing weights file
         text = str(e)
-        print(f"{PROG}: {text if text.startswith('--') else '--policies: ' + text}",
-              file=sys.stderr)
+        if not text.startswith("--"):
+            stored = (args.league / STATE_FILE).exists()
+            text = ("--policies: " if args.policies is not None else
+                    f"the {'stored' if stored else 'default'} panel (no --policies): ") + text
+        print(f"{PROG}: {text}", file=sys.stderr)
         return 2
     budget = None if args.budget_minutes is None else 60 * args.budget_minutes
     played = sum(p.hands for p in league.pairs)

@@ -439,8 +439,9 @@ def open_league(directory, specs: Sequence[str] | None,
         if e.identity is not None and now.identity != e.identity:
             raise LeagueStateError(
                 f"--league {directory}: the weights of {e.name} changed (fingerprint "
-                f"{e.identity}, now {now.identity}); name the old weights file or use another "
-                f"directory")
+                f"{e.identity}, now {now.identity}); put the old file back, or start another "
+                f"DIR (a league meant to outlive a new shipped model names it by path, "
+                f"stage2:PATH)")
     order = [e.name for e in stored_entries] + [n for n in built if
                                                 n not in {e.name for e in stored_entries}]
     entries = [stored_entries[k] if k < len(stored_entries) else built[n][0]
