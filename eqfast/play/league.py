@@ -306,7 +306,8 @@ class League:
 
     def projected_hands(self) -> int:
         """Hands every pair will have when finished, projected from its spread so far (the
-        spread of a pair with fewer than 2 deals is taken as 9 points, the widest seen)."""
+        spread of a pair with fewer than 2 deals is taken as 9 points per hand, about the
+        widest measured: random against perfect)."""
         s, total = self.settings, 0
         for p in self.pairs:
             if p.status(s) != "playing":
