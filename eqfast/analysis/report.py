@@ -1,4 +1,4 @@
-"""Pictures of a dataset or of an oracle training run, for a researcher's first look.
+"""Pictures of a dataset, of an oracle training run or of a league, for a first look.
 
 A dataset (eqfast-generate output): E[Q] of the move taken and sigma by decision index; the
 ESS and max_w distributions, sampled decisions apart from enumerated ones (an enumerated
@@ -8,6 +8,9 @@ records' outcome fields) with Pearson r per decision index; legal-move counts; t
 declaration mix. A training run (eqfast-train-oracle's run directory): the learning curve
 (val q_gap and q_mae against rows seen) and, when the weights file holds them, the errors
 per trick.
+A league (eqfast-arena --league DIR; its DIR/league.json): the points-per-hand ratings
+with their 95% intervals, best at the top, and the pairwise matrix (row's points minus
+column's per hand) as a heatmap with the numbers in the cells.
 
 The figures are matplotlib (an optional extra: `pip install -e '.[report]'`), drawn with
 the non-interactive Agg backend; `write_report` saves one PNG, or one HTML page with the
@@ -202,6 +205,82 @@ def draw_run(numbers: dict):
     return fig
 
 
+def read_league(source) -> dict | None:
+    """The league report of `source` (a league.json, or a directory holding one); None
+    when `source` is not a league."""
+    from ..play.league import REPORT_FILE
+
+    source = Path(source)
+    path = source / REPORT_FILE if source.is_dir() else source
+    if path.suffix != ".json" or not path.is_file():
+        return None
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable league report ({e})") from None
+    if not isinstance(report, dict) or report.get("kind") != "eqfast-league":
+        raise ValueError(f"{path}: not a league report (eqfast-arena --league writes one)")
+    return report
+
+
+def draw_league(report: dict):
+    plt = _pyplot()
+    names = report["matrix"]["policies"]
+    cheat = {e["name"]: e["cheating"] for e in report["panel"]}
+    label = lambda n: f"{n} (CHEATING)" if cheat.get(n) else n
+    pts = report["ratings"]["points"]
+    rated = [n for n in names if pts["ratings"][n] is not None]
+    order = sorted(rated, key=lambda n: pts["ratings"][n]["rating"]) + \
+        [n for n in names if n not in rated]
+    k = len(names)
+    fig, ax = plt.subplots(1, 2, figsize=(6 + 1.1 * k, 1.6 + 0.55 * k),
+                           gridspec_kw={"width_ratios": [1, 1.35]})
+    a = ax[0]
+    y = np.arange(len(rated))
+    r = [pts["ratings"][n] for n in order[:len(rated)]]
+    a.errorbar([v["rating"] for v in r], y,
+               xerr=[[v["rating"] - v["ci95"][0] for v in r],
+                     [v["ci95"][1] - v["rating"] for v in r]],
+               fmt="o", capsize=4)
+    for yy, v in zip(y, r):
+        a.annotate(f"{v['rating']:+.2f}", (v["rating"], yy), xytext=(0, 6),
+                   textcoords="offset points", ha="center", fontsize=8)
+    a.set_yticks(y, [label(n) for n in order[:len(rated)]])
+    a.set_ylim(-0.6, max(len(rated), 1) - 0.3)      # room for the top label
+    a.axvline(0, color="grey", lw=0.8)
+    fit = pts["chi2_per_dof"]
+    a.set(xlabel=f"points per hand ({pts['anchor']} = 0)",
+          title="ratings, 95% intervals (chi2/dof "
+                f"{'-' if fit is None else f'{fit:.2f}'})")
+    a = ax[1]
+    top = order[::-1]
+    m = np.full((k, k), np.nan)
+    for i, n in enumerate(top):
+        for j, o in enumerate(top):
+            v = report["matrix"]["mean_diff"][names.index(n)][names.index(o)]
+            if v is not None:
+                m[i, j] = v
+    vmax = max(1.0, float(np.nanmax(np.abs(m)))) if np.isfinite(m).any() else 1.0
+    im = a.imshow(m, cmap="RdBu", vmin=-vmax, vmax=vmax)
+    half = report["matrix"]["half_width"]
+    for i, n in enumerate(top):
+        for j, o in enumerate(top):
+            if np.isfinite(m[i, j]):
+                h = half[names.index(n)][names.index(o)]
+                a.text(j, i, f"{m[i, j]:+.1f}" + ("" if h is None else f"\n±{h:.1f}"),
+                       ha="center", va="center", fontsize=7,
+                       color="white" if abs(m[i, j]) > 0.6 * vmax else "black")
+    a.set_xticks(range(k), top, rotation=35, ha="right", fontsize=8)
+    a.set_yticks(range(k), top, fontsize=8)
+    a.set_title("points per hand, row against column (95% half-width)")
+    fig.colorbar(im, ax=a, shrink=0.8)
+    fig.suptitle(f"league: {report['hands']} hands, commit "
+                 f"{(report.get('commit') or '?')[:10]}, {report.get('date', '')}"
+                 + ("" if report.get("complete") else " (unfinished)"), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 # ---------------------------------------------------------------------------- output
 def _png(fig) -> bytes:
     buf = io.BytesIO()
@@ -225,15 +304,26 @@ def _cell(v) -> str:
 
 
 def write_report(source, out) -> dict:
-    """Draw the report of `source` (a dataset directory or shard, or a training run
-    directory) into `out` (.png or .html), atomically. Returns what was drawn."""
+    """Draw the report of `source` (a dataset directory or shard, a training run
+    directory, or a league: its league.json or its directory) into `out` (.png or .html),
+    atomically. Returns what was drawn."""
     from ..data.shards import load_records
     from ..utils.atomic import atomic_write_bytes
 
     source, out = Path(source), Path(out)
     if out.suffix not in (".png", ".html"):
         raise ValueError(f"--out {out}: the report is a .png or an .html file")
-    if (source / "history.jsonl").exists():
+    league = read_league(source)
+    if league is not None:
+        fig, kind = draw_league(league), "league"
+        pts = league["ratings"]["points"]["ratings"]
+        tables = _table([{"policy": n, "rating": None if v is None else v["rating"],
+                          "ci95 lo": None if v is None else v["ci95"][0],
+                          "ci95 hi": None if v is None else v["ci95"][1]}
+                         for n, v in pts.items()]) + _table(
+            [{k: p[k] for k in ("a", "b", "hands", "status", "mean_diff", "half_width",
+                                "win_share")} for p in league["pairs"]])
+    elif (source / "history.jsonl").exists():
         numbers = run_figures(source)
         fig, kind = draw_run(numbers), "training run"
         tables = _table([{k: p.get(k) for k in ("step", "rows_seen", "wall_s", "q_gap",

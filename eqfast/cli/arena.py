@@ -1,12 +1,19 @@
-"""eqfast-arena: who plays better? Duplicate matches between policies, with intervals.
+"""eqfast-arena: who plays better? Duplicate matches between policies, with intervals; and
+the league, the headline benchmark, that rates a panel of policies on one scale.
 
     eqfast-arena --policies rules,random --hands 400
     eqfast-arena --policies random,rules,eq:default:32,perfect --hands 200 --json --out rr.json
+    eqfast-arena --league runs/league                       # the default panel, resumable
 
 Every pair of the listed policies plays the same deals (seeds [--seed-start, --seed-start +
 hands/2)), each deal twice with the seats swapped (eqfast/play/arena.py has the format and
 the statistics; docs/PLAY.md the policies and measured results). A table (or with --json
 one JSON object) goes to stdout, a progress bar to stderr.
+
+With --league DIR, every pair plays chunks of deals until its interval is narrow enough
+(eqfast/play/league.py), the state is saved in DIR after every chunk (running the command
+again continues it), and DIR/league.json holds the ratings, the matrix and the contract
+view; `eqfast-report DIR --out league.png` draws them.
 """
 from __future__ import annotations
 
@@ -19,6 +26,9 @@ import torch
 
 from ..engine.games import parse_decl_mode
 from ..play.arena import DIFF_INTERVAL, WIN_INTERVAL, MatchResult, play_match, policy_rates
+from ..play.league import (DEFAULT_CHUNK_HANDS, DEFAULT_MAX_HANDS, DEFAULT_MIN_HANDS,
+                           DEFAULT_PANEL, DEFAULT_SEED_START, DEFAULT_TARGET_CI, REPORT_FILE,
+                           STATE_FILE, LeagueSettings)
 from ..play.policies import POLICIES, USAGE, policy_from_spec
 from ..utils.progress import Progress
 from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
@@ -40,25 +50,32 @@ def build_parser() -> argparse.ArgumentParser:
                     "default 32; ORACLE default, accurate, exact or a weights path), "
                     "stage2[:WEIGHTS] (the Stage 2 model: one forward pass over the public "
                     "transcript, no search; default eqfast/models/stage2.safetensors), perfect "
-                    "(CHEATING: sees every hand, plays the exact solver's move). See "
+                    "(CHEATING: sees every hand, plays the exact solver's move). With "
+                    "--league DIR: the league, every pair until its interval is narrow "
+                    "enough, ratings with intervals and the contract view, resumable. See "
                     "docs/PLAY.md.",
         formatter_class=HelpFormatter)
-    p.add_argument("--policies", required=True, metavar="A,B[,C...]",
+    p.add_argument("--policies", default=None, metavar="A,B[,C...]",
                    help=f"two or more distinct policies, comma-separated ({forms}); every pair "
-                        "plays, the earlier one as A")
-    p.add_argument("--hands", type=int, required=True,
-                   help="hands per pair: an even number, hands/2 deals each played twice")
-    p.add_argument("--seed-start", type=int, default=0,
-                   help="first game seed (deal, declarer and declaration follow from it)")
-    p.add_argument("--run-seed", type=int, default=0,
+                        "plays, the earlier one as A. Required without --league; with it, the "
+                        "panel (default: the stored panel when DIR holds a league, else "
+                        f"{','.join(DEFAULT_PANEL)}); a stored panel may only grow")
+    p.add_argument("--hands", type=int, default=None,
+                   help="hands per pair: an even number, hands/2 deals each played twice "
+                        "(required without --league)")
+    p.add_argument("--seed-start", type=int, default=None,
+                   help="first game seed (deal, declarer and declaration follow from it); "
+                        f"default 0, with --league {DEFAULT_SEED_START} (above every training "
+                        "seed)")
+    p.add_argument("--run-seed", type=int, default=None,
                    help="seed of the policies' draws (random moves, E[Q] worlds), mixed with "
-                        "each game seed and decision")
-    p.add_argument("--batch", type=int, default=64,
-                   help="deals played in lockstep (2 x batch games); larger batches serve "
-                        "the E[Q] player's engine better")
-    p.add_argument("--decl", default="hand",
+                        "each game seed and decision (default 0)")
+    p.add_argument("--batch", type=int, default=None,
+                   help="deals played in lockstep (2 x batch games; default 64, with --league "
+                        "a whole chunk); larger batches serve the E[Q] player's engine better")
+    p.add_argument("--decl", default=None,
                    help="declaration per deal: 'hand' (the declarer's heuristic, "
-                        "eqfast/engine/games.py), 'uniform', or 0..9")
+                        "eqfast/engine/games.py; the default), 'uniform', or 0..9")
     p.add_argument("--device", default="cpu",
                    help="cpu, cuda or cuda:N (games and the E[Q] engine)")
     p.add_argument("--threads", type=int, default=1,
@@ -70,6 +87,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None,
                    help="also write the JSON object to this file (atomically)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    g = p.add_argument_group("league (eqfast/play/league.py, docs/PLAY.md 'League')")
+    g.add_argument("--league", type=Path, default=None, metavar="DIR",
+                   help="play the league of --policies in DIR (created if needed; resumes "
+                        "the league DIR holds) and write DIR/league.json")
+    g.add_argument("--target-ci", type=float, default=None,
+                   help="a pair is resolved when the half-width of its 95%% interval of "
+                        f"points per hand is at most this (default {DEFAULT_TARGET_CI}; "
+                        "the four stopping flags default to the stored values when DIR "
+                        "holds a league)")
+    g.add_argument("--min-hands", type=int, default=None,
+                   help=f"hands every pair plays at least (even; default {DEFAULT_MIN_HANDS})")
+    g.add_argument("--max-hands", type=int, default=None,
+                   help="hands a pair plays at most, resolved or not (even; default "
+                        f"{DEFAULT_MAX_HANDS})")
+    g.add_argument("--chunk", type=int, default=None,
+                   help="hands a pair plays between checks of its interval and saves of "
+                        f"the state (even; default {DEFAULT_CHUNK_HANDS}); a kill loses at "
+                        "most one chunk")
+    g.add_argument("--budget-minutes", type=float, default=None,
+                   help="start no new chunk after this many minutes; the state stays "
+                        "resumable")
     return p
 
 
@@ -88,29 +126,79 @@ def parse_policies(text: str) -> list[str]:
 
 def check_args(args) -> str | None:
     """The first problem with the arguments (None if none)."""
+    if args.league is not None:
+        return check_league_args(args)
+    for flag, v in (("--policies", args.policies), ("--hands", args.hands)):
+        if v is None:
+            return f"{flag} is required (or play a league with --league DIR)"
+    for flag, v in (("--target-ci", args.target_ci), ("--min-hands", args.min_hands),
+                    ("--max-hands", args.max_hands), ("--chunk", args.chunk),
+                    ("--budget-minutes", args.budget_minutes)):
+        if v is not None:
+            return f"{flag} applies to --league only"
     if args.hands < 2 or args.hands % 2:
         return (f"--hands must be an even number >= 2 (each deal is played twice), "
                 f"got {args.hands}")
-    if args.batch < 1:
+    if args.batch is not None and args.batch < 1:
         return f"--batch must be >= 1, got {args.batch}"
-    if args.seed_start < 0:
+    if args.seed_start is not None and args.seed_start < 0:
         return f"--seed-start must be >= 0, got {args.seed_start}"
     if args.threads < 1:
         return f"--threads must be >= 1, got {args.threads}"
     try:
-        parse_decl_mode(args.decl)
+        parse_decl_mode("hand" if args.decl is None else args.decl)
     except ValueError:
         return f"--decl must be 'hand', 'uniform' or a declaration 0..9, got {args.decl!r}"
     if args.out is not None and not args.out.parent.is_dir():
         return f"--out {args.out}: directory {args.out.parent} does not exist"
+    return policies_problem(args.policies) or device_problem(args.device)
+
+
+def policies_problem(text: str) -> str | None:
     try:
-        specs = parse_policies(args.policies)
+        specs = parse_policies(text)
     except ValueError as e:
         return str(e)
     known = ", ".join(USAGE.get(n, n) for n in POLICIES)
     for spec in specs:
         if spec.partition(":")[0] not in POLICIES:
             return f"--policies: unknown policy {spec!r} (choose from {known})"
+    return None
+
+
+def league_given(args) -> dict:
+    """The league settings named on the command line (None: the stored value or the
+    default, eqfast.play.league.resolve_settings)."""
+    return {"seed_start": args.seed_start, "run_seed": args.run_seed, "decl": args.decl,
+            "target_ci": args.target_ci, "min_hands": args.min_hands,
+            "max_hands": args.max_hands, "chunk_hands": args.chunk}
+
+
+def check_league_args(args) -> str | None:
+    """The first problem with the arguments of a league run (None if none)."""
+    if args.hands is not None:
+        return (f"--hands {args.hands} does not apply to --league: a pair plays until its "
+                f"interval is narrow enough (--target-ci, --min-hands, --max-hands)")
+    if args.out is not None:
+        return f"--out {args.out} does not apply to --league: the report is DIR/{REPORT_FILE}"
+    if args.league.exists() and not args.league.is_dir():
+        return f"--league {args.league}: is a file, not a directory"
+    # each value on its own (the defaults stand in for the others); resolve_settings checks
+    # the combination with a stored league's settings
+    given = {k: v for k, v in league_given(args).items() if v is not None}
+    problem = LeagueSettings(**given).problem()
+    if problem is not None:
+        return problem
+    if args.batch is not None and args.batch < 1:
+        return f"--batch must be >= 1, got {args.batch}"
+    if args.threads < 1:
+        return f"--threads must be >= 1, got {args.threads}"
+    if args.budget_minutes is not None and not args.budget_minutes > 0:
+        return f"--budget-minutes must be > 0, got {args.budget_minutes}"
+    if args.policies is not None:
+        problem = policies_problem(args.policies)
+        if problem is not None:
+            return problem
     return device_problem(args.device)
 
 
@@ -161,6 +249,12 @@ def main(argv=None) -> int:
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
+    if args.league is not None:
+        return league_main(args)
+    args.seed_start = 0 if args.seed_start is None else args.seed_start
+    args.batch = 64 if args.batch is None else args.batch
+    args.run_seed = 0 if args.run_seed is None else args.run_seed
+    args.decl = "hand" if args.decl is None else args.decl
     specs = parse_policies(args.policies)
     policies = []
     for spec in specs:
@@ -206,6 +300,52 @@ def main(argv=None) -> int:
     else:
         print(format_table(results, rates))
     return 0
+
+
+def league_main(args) -> int:
+    """eqfast-arena --league DIR: open (or continue) the league, play, report."""
+    from ..play.league import LeagueStateError, format_league, open_league, write_report
+
+    build = lambda spec, run_seed: policy_from_spec(spec, run_seed=run_seed, device=args.device,
+                                                    threads=args.threads)
+    specs = None if args.policies is None else parse_policies(args.policies)
+    try:
+        league = open_league(args.league, specs, build, **league_given(args))
+    except LeagueStateError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:            # a bad spec: an unknown oracle, a missing weights file
+        text = str(e)
+        if not text.startswith("--"):
+            stored = (args.league / STATE_FILE).exists()
+            text = ("--policies: " if args.policies is not None else
+                    f"the {'stored' if stored else 'default'} panel (no --policies): ") + text
+        print(f"{PROG}: {text}", file=sys.stderr)
+        return 2
+    budget = None if args.budget_minutes is None else 60 * args.budget_minutes
+    played = sum(p.hands for p in league.pairs)
+    interrupted = False
+    with Progress(total=max(league.projected_hands() - played, 0), desc=f"{PROG} league",
+                  unit="hands", disable=args.quiet) as bar:
+        def on_chunk(pair, hands):
+            hw = pair.half_width()
+            bar.total = max(league.projected_hands() - played, bar.n + hands)
+            bar.update(hands, pair=f"{pair.a} v {pair.b}", hands=pair.hands,
+                       ci=f"±{hw:.2f}" if hw is not None else "-")
+        try:
+            league.run(args.batch, args.device, budget, on_chunk)
+        except KeyboardInterrupt:      # the chunk in flight is lost; every saved one stays
+            interrupted = True
+    report = write_report(league)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(format_league(report))
+    if not report["complete"]:
+        print(f"{PROG}: {'interrupted' if interrupted else 'stopped'} with "
+              f"{sum(p['status'] == 'playing' for p in report['pairs'])} pairs unfinished; "
+              f"run the same command again to continue", file=sys.stderr)
+    return 130 if interrupted else 0
 
 
 if __name__ == "__main__":

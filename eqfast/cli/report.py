@@ -1,11 +1,14 @@
-"""eqfast-report: a dataset or an oracle training run at a glance, as a PNG or an HTML page.
+"""eqfast-report: a dataset, an oracle training run or a league at a glance, as a PNG or an
+HTML page.
 
     eqfast-report runs/quickstart --out report.html        # a dataset (eqfast-generate)
     eqfast-report runs/oracle/main --out curve.png          # a run (eqfast-train-oracle)
+    eqfast-report runs/league --out league.png              # a league (eqfast-arena --league)
 
 A dataset: E[Q] and sigma by decision index, ESS and max_w (sampled decisions; enumerated
 ones apart), exploration modes and q_gap, E[Q] against the realized outcome, legal-move
-counts, declarations. A run: the learning curve and the per-trick errors. Needs matplotlib
+counts, declarations. A run: the learning curve and the per-trick errors. A league: the
+ratings with their intervals and the pairwise points matrix. Needs matplotlib
 (`pip install -e '.[report]'`); eqfast/analysis/report.py says what each panel shows.
 """
 from __future__ import annotations
@@ -23,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=HelpFormatter)
     ap.add_argument("source", type=Path,
                     help="a dataset directory (train/ val/ test/), a split directory or a shard "
-                         "file; or a training run directory (it holds history.jsonl)")
+                         "file; or a training run directory (it holds history.jsonl); or a "
+                         "league directory or its league.json (eqfast-arena --league)")
     ap.add_argument("--out", required=True, type=Path, help="report file: .png or .html")
     return ap
 

@@ -159,10 +159,14 @@ def _timed_decide(policy: Policy, games: BatchedGames, seeds: list[int], decisio
 
 
 def play_batch(a: Policy, b: Policy, seeds: Sequence[int], decl_mode="hand", device="cpu",
-               clocks: dict[str, Clock] | None = None) -> np.ndarray:
+               clocks: dict[str, Clock] | None = None, with_declarer: bool = False):
     """A's team points [len(seeds), 2] of the deals `seeds`, each played with A as team 0
     and as team 1, all in one lockstep batch. An illegal slot from a policy raises
-    ValueError (`BatchedGames.play` checks every move)."""
+    ValueError (`BatchedGames.play` checks every move).
+
+    with_declarer: return (points, declarer_team [len(seeds)] int64) instead, the team (0
+    or 1) of each deal's declarer (its first leader, `setup_games`); A declares in column
+    declarer_team of its row (the play where A holds that team), B in the other."""
     clocks = clocks if clocks is not None else {"a": Clock(), "b": Clock()}
     seeds = [int(s) for s in seeds]
     n = len(seeds)
@@ -185,7 +189,8 @@ def play_batch(a: Policy, b: Policy, seeds: Sequence[int], decl_mode="hand", dev
     points = games.points.cpu().numpy()
     rows = np.arange(2 * n)
     a_points = points[rows, a_team.cpu().numpy()]
-    return np.stack([a_points[:n], a_points[n:]], axis=1)
+    out = np.stack([a_points[:n], a_points[n:]], axis=1)
+    return (out, leader % 2) if with_declarer else out
 
 
 def play_match(a: Policy, b: Policy, seeds: Sequence[int], batch: int = 64, decl_mode="hand",
