@@ -20,7 +20,7 @@ from eqfast.rules.batched import BatchedGames
 from eqfast.rules.tables import HAND_SIZE, N_SEATS, N_TILES
 
 #: the non-cheating policies under test; small N keeps the E[Q] players fast
-FAIR = ("random", "rules", "eq:default:8", "eq:exact:4")
+FAIR = ("random", "rules", "expert", "eq:default:8", "eq:exact:4", "eq:default:4:posterior")
 #: leads of tricks 2 and 4 (every tile in hand is legal) and follows in tricks 3 and 5
 DECISIONS = (4, 9, 12, 17)
 SEEDS = list(range(100, 108))
@@ -37,7 +37,7 @@ def policies(tmp_path_factory):
     torch.manual_seed(0)
     weights = tmp_path_factory.mktemp("stage2") / "random.safetensors"
     save_stage2(weights, build_model(DEFAULT_CONFIG), DEFAULT_CONFIG)
-    specs = FAIR + (f"stage2:{weights}", "perfect")
+    specs = FAIR + (f"stage2:{weights}", f"eq:default:4:posterior=stage2:{weights}", "perfect")
     return {s: policy_from_spec(s, run_seed=3) for s in specs}
 
 
@@ -114,6 +114,35 @@ def test_fair_policies_decide_from_their_information_only(policies):
                                     != want["perfect"]).sum())
     # measured: 100 comparisons with a choice of moves, the perfect player's changed in 31
     assert choices >= 50 and perfect_changed > 0, (choices, perfect_changed)
+
+
+def test_posterior_specs_build_the_engine_they_name(policies):
+    """eq:ORACLE:N:posterior weighs worlds with the spec's posterior (behaviour model: the
+    main oracle's Q); =stage2[:PATH] with the Stage 2 model's information-set values at
+    tau 3, window 16; the exact oracle's behaviour model is the shipped network."""
+    from eqfast.engine.posterior import PosteriorConfig
+    from eqfast.stage2.behaviour import Stage2Behaviour
+
+    spec_post = policies["eq:default:4:posterior"]
+    assert spec_post.name == "eq:default:4:posterior"
+    assert spec_post.engine.cfg.posterior == PosteriorConfig()
+    assert spec_post.engine.behaviour_oracle is None
+    s2 = next(p for n, p in policies.items() if ":posterior=stage2:" in n)
+    assert s2.engine.cfg.posterior.tau == 3.0 and s2.engine.cfg.posterior.window_k == 16
+    assert isinstance(s2.engine.behaviour_oracle, Stage2Behaviour)
+    exact = policy_from_spec("eq:exact:2:posterior")
+    assert exact.engine.behaviour_oracle is not None and exact.engine.cfg.n_samples == 2
+    assert policies["eq:default:8"].engine.cfg.posterior is None
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("eq:default:8:posteriorx", "posterior=SPEC"),
+    ("eq:default:8:posterior=", "needs a behaviour model"),
+    ("eq:default:8:posterior=stage2:/no/such.safetensors", "no such Stage 2 weights"),
+])
+def test_bad_posterior_specs_are_refused(spec, message):
+    with pytest.raises(ValueError, match=message):
+        policy_from_spec(spec)
 
 
 @pytest.mark.parametrize("decl,own,trick,want", [
