@@ -262,3 +262,30 @@ def test_kill_9_then_resume_writes_every_record_once(sources, tmp_path):
     records, _ = load_records(out)
     assert sorted(records["seed"].unique().tolist()) == list(range(6))
     assert len(records) == 6 * 28
+
+
+def test_posterior_source_keeps_its_stored_weights(tmp_path):
+    """A posterior-weighted source: the solver's labels under the stored weights, which are
+    the weights `eqfast-generate --oracle exact --posterior --behaviour-oracle default`
+    gives these worlds, to float32 rounding (the weights go through their logarithm)."""
+    from eqfast.engine.posterior import PosteriorConfig
+
+    src, out = tmp_path / "src", tmp_path / "out"
+    assert generate(["--out", str(src), "--games", "1", "--quiet", "--threads", "1", "--oracle",
+                     "default", "--n-samples", str(N), "--store-worlds", "--posterior"]) == 0
+    assert _relabel(src, out) == 0
+    assert _relabel(src, tmp_path / "x", "--n-by-trick", BUDGETS) == 2   # weights are over all
+    new, meta = load_records(out)
+    assert meta[0]["behaviour_oracle"]["name"] == "default"
+    exact, _ = oracle_from_spec("exact")
+    network, _ = oracle_from_spec("default")
+    engine = Engine(exact, EngineConfig(n_samples=N, store_worlds=True,
+                                        posterior=PosteriorConfig()), behaviour_oracle=network)
+    for d in (0, 5, 13, 22):
+        part = new.select(torch.nonzero(new["decision_idx"] == d)[:, 0])
+        fresh, _ = engine.decide(replay_to_decision(part), part["seed"].tolist(), d,
+                                 part["game_idx"])
+        for name in ("world_owner", "world_q", "n_worlds", "enumerated", "legal_mask"):
+            assert torch.equal(part[name], fresh[name]), name
+        for name in ("e_q_mean", "e_q_var", "ess", "max_w", "world_weight", "u_mean", "u_max"):
+            torch.testing.assert_close(part[name], fresh[name], rtol=1e-5, atol=1e-5)
