@@ -66,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "beside each shard (the safetensors file and its JSON sidecar are always "
                         "written: resume and checks use them)")
     g.add_argument("--store-worlds", action="store_true",
-                   help="keep per-world Q and weights in the records (for eqfast-view's debug view)")
+                   help="keep the worlds, their weights and the oracle's Q in each in the records "
+                        "(eqfast-view's debug view, eqfast-validate --truth; eqfast-relabel "
+                        "labels them again with the solver: README, 'Label later')")
     g.add_argument("--q-pdf", action="store_true",
                    help="keep each move's distribution of Q over the worlds (field q_pdf: 85 "
                         "whole-point bins -42..42, weighted like E[Q]; 2,380 bytes a record); "
