@@ -21,7 +21,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import torch
@@ -98,7 +98,8 @@ class Source:
             raise ShardError(f"{root}: already a relabelled dataset (label its source instead)")
         self.n_worlds = int(meta["n_samples"])
         post = meta.get("posterior") or {}
-        self.posterior = (PosteriorConfig(**{k: v for k, v in post.items() if k != "enabled"})
+        names = {f.name for f in fields(PosteriorConfig)}
+        self.posterior = (PosteriorConfig(**{k: v for k, v in post.items() if k in names})
                           if post.get("enabled") else None)
         self.exploration = ExplorationConfig(**(meta.get("exploration") or {}))
         self.oracle = meta.get("oracle") or {}

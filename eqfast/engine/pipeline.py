@@ -294,8 +294,10 @@ class Engine:
     def play(self, game_seeds, game_idx=None, script=None) -> DecisionRecords:
         """All 28 decisions of each game seed, as records ordered by (game, decision).
 
-        script: a `Script` that plays given moves on given worlds instead of the engine's
-        own choices (eqfast.engine.relabel: a dataset's games labelled again)."""
+        script: plays given moves on stored worlds instead of the engine's own choices
+        (`eqfast.engine.relabel.StoredPlay`: a dataset's games labelled again); it answers
+        begin(engine, games, decision, keys, legal, caches), log_weights(sub, n) and
+        select(games, e_q, legal), see `decide`."""
         seeds = [int(s) for s in game_seeds]
         game_idx = torch.as_tensor(game_idx if game_idx is not None else seeds, dtype=torch.int64)
         games = self.new_games(seeds)
@@ -337,8 +339,9 @@ class Engine:
         only needs the move skips building them, ~7% of an E[Q] player's decision at
         N = 32), and the slot each actor plays.
 
-        script (`Script`, or None): fills the decision's control-variate rows and world
-        weights from stored values, and gives the move played and its exploration mode.
+        script (`Engine.play`'s, or None): fills the decision's control-variate row cache
+        and the worlds' weights from stored values, and gives the move played and its
+        exploration mode (a `Selection`).
 
         Adaptive sampling (cfg.sem): games whose standard error of some legal move is above
         cfg.sem are re-run with twice the worlds (up to cfg.max_samples); the first n worlds
