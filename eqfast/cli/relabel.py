@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="'stored': the playing network's stored Q on all the stored worlds "
                         "as the control variate of the solver's mean on the first Nt (needs "
                         "--n-by-trick; unbiased; with a 400-world source and --n-by-trick "
-                        "25,50,100,100,100,100,100 the estimator of the CPU default: README, "
+                        "25,50,100,100,100,100,100 the CPU default's estimator, README, "
                         "'Choosing the labels')")
     p.add_argument("--drop-worlds", action="store_true",
                    help="leave the per-world fields out of the output (they are left out "
