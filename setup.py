@@ -46,6 +46,7 @@ setup(
         "eqfast-oracle-ladder=eqfast.cli.oracle_ladder:main",
         "eqfast-export-oracle=eqfast.cli.export_oracle:main",
         "eqfast-generate=eqfast.cli.generate:main",
+        "eqfast-relabel=eqfast.cli.relabel:main",
         "eqfast-view=eqfast.cli.view:main",
         "eqfast-validate=eqfast.cli.validate:main",
         "eqfast-report=eqfast.cli.report:main",

@@ -11,7 +11,8 @@ import pytest
 import torch
 from cliutil import TINY, cli_env
 
-from eqfast.cli.generate import launcher_rank, owned_ranges
+from eqfast.cli.generate import owned_ranges
+from eqfast.cli.scaleout import launcher_rank
 from eqfast.data.shards import (LOCK_NAME, OutputError, completed_seed_ranges, load_records,
                                  lock_output)
 

@@ -16,16 +16,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import signal
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from ..data.schema import InvariantError
-from ..data.shards import (OutputError, ShardError, completed_seed_ranges,
-                           incomplete_seed_ranges, lock_output, output_problem, run_metadata,
+from ..data.shards import (completed_seed_ranges, incomplete_seed_ranges, output_problem,
                            write_split_shards)
 from ..engine.factory import build_engine, resolve_pipeline
 from ..engine.pipeline import ORACLE_PRECISIONS, EngineConfig
@@ -36,6 +33,8 @@ from ..data.metadata import build_metadata, jsonable
 from ..utils.profiling import stage_table
 from ..utils.progress import Progress
 from .common import HelpFormatter, device_problem
+from .scaleout import (add_rank_arguments, drive, interruptible,
+                       rank_problem, resume_conflict, with_output_lock)
 
 #: flags that only act together with another one: {switch: flags it enables}
 DEPENDENT_FLAGS = {"posterior": ("tau", "beta", "window", "delta", "behaviour_oracle",
@@ -67,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "beside each shard (the safetensors file and its JSON sidecar are always "
                         "written: resume and checks use them)")
     g.add_argument("--store-worlds", action="store_true",
-                   help="keep per-world Q and weights in the records (for eqfast-view's debug view)")
+                   help="keep the worlds, their weights and the oracle's Q in each in the records "
+                        "(eqfast-view's debug view, eqfast-validate --truth; eqfast-relabel "
+                        "labels them again with the solver: README, 'Label later')")
     g.add_argument("--q-pdf", action="store_true",
                    help="keep each move's distribution of Q over the worlds (field q_pdf: 85 "
                         "whole-point bins -42..42, weighted like E[Q]; 2,380 bytes a record); "
@@ -77,15 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     g.add_argument("--profile", action="store_true", help="print a per-stage time table at the end")
 
-    r = p.add_argument_group("several processes on one output directory (README, 'Scale-out')")
-    r.add_argument("--rank", type=int, default=None,
-                   help="this process's share of the seeds: batch k (games-per-batch seeds from "
-                        "--seed-start) belongs to rank k mod --world-size; when left out, "
-                        "torchrun's RANK, else a Slurm array's SLURM_ARRAY_TASK_ID minus "
-                        "SLURM_ARRAY_TASK_MIN, else one process does every batch")
-    r.add_argument("--world-size", type=int, default=None,
-                   help="how many ranks share the seeds; when left out, torchrun's WORLD_SIZE, "
-                        "else SLURM_ARRAY_TASK_COUNT, else 1")
+    add_rank_arguments(p, "batch k (games-per-batch seeds from --seed-start)")
 
     o = p.add_argument_group("oracle and device")
     o.add_argument("--oracle", default=None,
@@ -185,20 +178,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-class _Interrupt:
-    """First SIGINT: finish the batch in flight. Second: drop it (KeyboardInterrupt)."""
-
-    def __init__(self):
-        self.requested = False
-
-    def __call__(self, signum, frame):
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        print("\neqfast-generate: interrupt: finishing the batch in flight "
-              "(Ctrl+C again to drop it)", file=sys.stderr, flush=True)
-
-
 def pending_ranges(seed_start: int, n_games: int | None, per_batch: int, done):
     """Seed ranges [lo, hi] still to generate, in order (n_games None = forever).
 
@@ -254,35 +233,6 @@ def parse_n_by_trick(text: str) -> tuple[int, ...]:
         return tuple(int(x) for x in text.split(","))
     except ValueError:
         raise ValueError("expected 7 integers separated by commas") from None
-
-
-def launcher_rank(args, env=None) -> tuple[int, int]:
-    """(rank, world size): --rank/--world-size, else torchrun's RANK/WORLD_SIZE, else a
-    Slurm array's task id (minus its first id) and task count, else (0, 1). ValueError
-    naming the flag or variable for a value that is not an integer."""
-    import os
-
-    env = os.environ if env is None else env
-    sources = [("--rank", args.rank, "--world-size", args.world_size)]
-    if "RANK" in env or "WORLD_SIZE" in env:
-        sources.append(("RANK", env.get("RANK"), "WORLD_SIZE", env.get("WORLD_SIZE")))
-    if "SLURM_ARRAY_TASK_ID" in env:
-        sources.append(("SLURM_ARRAY_TASK_ID", env.get("SLURM_ARRAY_TASK_ID"),
-                        "SLURM_ARRAY_TASK_COUNT", env.get("SLURM_ARRAY_TASK_COUNT")))
-    for rank_name, rank, world_name, world in sources:
-        if rank is None and world is None:
-            continue
-        try:
-            rank = int(rank) if rank is not None else None
-            world = int(world) if world is not None else None
-            if rank_name == "SLURM_ARRAY_TASK_ID":
-                rank -= int(env.get("SLURM_ARRAY_TASK_MIN", "0"))
-        except ValueError:
-            raise ValueError(f"{rank_name}={rank!r} / {world_name}={world!r}: not integers") from None
-        if rank is None or world is None:
-            raise ValueError(f"{rank_name} and {world_name} must be given together")
-        return rank, world
-    return 0, 1
 
 
 def batch_rank(seed: int, seed_start: int, per_batch: int, world: int) -> int:
@@ -363,13 +313,9 @@ def check_args(args) -> str | None:
             return f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}"
     if not 0 <= args.exact_tricks <= 7:
         return "--exact-tricks must be 0..7"
-    try:
-        args.rank, args.world_size = launcher_rank(args)
-    except ValueError as e:
-        return str(e)
-    if args.world_size < 1 or not 0 <= args.rank < args.world_size:
-        return (f"rank {args.rank} of world size {args.world_size}: the rank must be "
-                f"0..world size - 1")
+    problem = rank_problem(args)
+    if problem is not None:
+        return problem
     if args.n_by_trick is not None:
         try:
             parse_n_by_trick(args.n_by_trick)
@@ -422,21 +368,6 @@ def engine_config(args) -> EngineConfig:
                                       blunder_max_regret=args.blunder_max_regret))
 
 
-def resume_conflict(out, settings: dict) -> str | None:
-    """Why `out` cannot be resumed with `settings` (None if it can, or is new)."""
-    try:
-        previous = run_metadata(out)
-    except ShardError as e:
-        return str(e)
-    if previous is None or previous.get("settings") == settings:
-        return None
-    old = previous.get("settings") or {}
-    diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
-    return (f"{out} holds shards made with other settings (differing: "
-            f"{', '.join(diff) or 'settings missing'}); resume with the same flags or write "
-            "to a new --out")
-
-
 def unused_flags(args, parser: argparse.ArgumentParser) -> list[str]:
     """Warnings for flags given a value while the switch they belong to is off."""
     notes = []
@@ -484,16 +415,8 @@ def main(argv=None) -> int:
         except ValueError as e:
             print(f"eqfast-generate: --{flag.replace('_', '-')}: {e}", file=sys.stderr)
             return 2
-    try:
-        rank = args.rank if args.world_size > 1 else None
-        with lock_output(args.out, rank=rank, owns=batch_owner(args)) as removed:
-            if removed:
-                print(f"eqfast-generate: removed {len(removed)} temporary file(s) of an "
-                      f"interrupted write under {args.out}", file=sys.stderr)
-            return run(args, cfg, oracle, identity, extra)
-    except OutputError as e:
-        print(f"eqfast-generate: {e}", file=sys.stderr)
-        return 2
+    return with_output_lock("eqfast-generate", args, batch_owner(args),
+                            lambda: run(args, cfg, oracle, identity, extra))
 
 
 def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = None) -> int:
@@ -531,8 +454,6 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
     formats = ("safetensors", "pt") if args.format == "pt" else ("safetensors",)
     ranges = iter(todo) if todo is not None else itertools.chain(redo, pending)
     batches = (list(range(lo, hi + 1)) for lo, hi in ranges)
-    interrupt = _Interrupt()
-    old_handler = signal.signal(signal.SIGINT, interrupt)
     written_games = 0
     t0 = time.perf_counter()
     bar = Progress(total=total_games, desc="eqfast-generate", unit="games", disable=args.quiet)
@@ -558,18 +479,10 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
         bar.update(len(seeds), **{"games/s": f"{written_games / elapsed:.2f}",
                                   "worlds/s": f"{engine.world_rows / elapsed:.0f}"})
 
-    try:
-        with bar:
-            engine.run(batches, sink, on_batch=lambda seeds: interrupt.requested)
-    except KeyboardInterrupt:
-        print("eqfast-generate: batch in flight dropped; saved shards are intact", file=sys.stderr)
-        return 130
-    except InvariantError as exc:
-        print(f"eqfast-generate: {exc}; nothing of that batch was written, saved shards are "
-              "intact", file=sys.stderr)
-        return 1
-    finally:
-        signal.signal(signal.SIGINT, old_handler)
+    with interruptible("eqfast-generate") as interrupt:
+        status = drive("eqfast-generate", engine, batches, sink, interrupt, bar)
+    if status is not None:
+        return status
     elapsed = time.perf_counter() - t0
     summary = {"games": written_games, "seconds": round(elapsed, 2),
                "games_per_s": round(written_games / elapsed, 3) if elapsed else None,

@@ -45,6 +45,24 @@ LOCK_NAME = ".eqfast-generate.lock"
 STALE_TMP_GLOB = ".shard_*.tmp"
 
 
+#: the safetensors name of `world_owner` packed 2 bits a tile (`pack_owners`)
+PACKED_OWNER = "world_owner_packed"
+
+
+def pack_owners(owner: torch.Tensor) -> torch.Tensor:
+    """world_owner [..., 28] int8 (seats 0..3) -> uint8 [..., 7]: tile t in byte t // 4 at
+    bits 2 (t % 4) and up, a quarter of the bytes (a world in 7 bytes)."""
+    parts = owner.to(torch.uint8).reshape(*owner.shape[:-1], 7, 4)
+    return (parts[..., 0] | (parts[..., 1] << 2) | (parts[..., 2] << 4)
+            | (parts[..., 3] << 6)).contiguous()
+
+
+def unpack_owners(packed: torch.Tensor) -> torch.Tensor:
+    """The inverse of `pack_owners`: uint8 [..., 7] -> int8 [..., 28]."""
+    shifts = torch.tensor([0, 2, 4, 6], dtype=torch.uint8)
+    return ((packed[..., None] >> shifts) & 3).reshape(*packed.shape[:-1], 28).to(torch.int8)
+
+
 class ShardError(Exception):
     """A shard that cannot be read: missing, truncated, corrupted or off-schema (names the file)."""
 
@@ -85,6 +103,8 @@ def write_shard(records: DecisionRecords, metadata: dict, path, formats=("safete
         raise ValueError(f"formats must be a non-empty subset of {FORMATS}, got {formats}")
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous() for k, v in records.tensors.items()}
+    if "world_owner" in tensors:               # 2 bits a tile on disk (read_shard unpacks)
+        tensors[PACKED_OWNER] = pack_owners(tensors.pop("world_owner"))
     meta_json = json.dumps(metadata, allow_nan=False, sort_keys=True)
     written = []
     # the .pt file first and the sidecar last: a sidecar on disk means every file of the
@@ -177,6 +197,9 @@ def write_split_shards(records: DecisionRecords, metadata: dict, root, seed_lo: 
 
 
 def _check_records(tensors: dict, where: Path) -> DecisionRecords:
+    if PACKED_OWNER in tensors:
+        tensors = dict(tensors)
+        tensors["world_owner"] = unpack_owners(tensors.pop(PACKED_OWNER))
     missing = [f for f in FIELDS if f not in tensors]
     if missing:
         raise ShardError(f"{where}: missing fields {missing}")

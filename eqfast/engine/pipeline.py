@@ -291,15 +291,20 @@ class Engine:
         hands, decl, leader = setup_games(game_seeds, self.cfg.decl_mode)
         return BatchedGames.new(hands, decl, leader, device=self.device)
 
-    def play(self, game_seeds, game_idx=None) -> DecisionRecords:
-        """All 28 decisions of each game seed, as records ordered by (game, decision)."""
+    def play(self, game_seeds, game_idx=None, script=None) -> DecisionRecords:
+        """All 28 decisions of each game seed, as records ordered by (game, decision).
+
+        script: plays given moves on stored worlds instead of the engine's own choices
+        (`eqfast.engine.relabel.StoredPlay`: a dataset's games labelled again); it answers
+        begin(engine, games, decision, keys, legal, caches), log_weights(sub, n) and
+        select(games, e_q, legal), see `decide`."""
         seeds = [int(s) for s in game_seeds]
         game_idx = torch.as_tensor(game_idx if game_idx is not None else seeds, dtype=torch.int64)
         games = self.new_games(seeds)
         steps, before = [], []
         for d in range(N_DECISIONS):
             before.append((games.points, games.current_player))
-            records, slot = self.decide(games, seeds, d, game_idx)
+            records, slot = self.decide(games, seeds, d, game_idx, script=script)
             steps.append(records)
             with stage("advance"):
                 games = self.backend.play(games, slot)
@@ -328,10 +333,15 @@ class Engine:
         keys = mix_seeds(self.cfg.seed, np.asarray(seeds, dtype=np.int64), decision, stream)
         return torch.from_numpy(keys).to(self.device)
 
-    def decide(self, games: BatchedGames, seeds, decision: int, game_idx, record: bool = True):
+    def decide(self, games: BatchedGames, seeds, decision: int, game_idx, record: bool = True,
+               script=None):
         """Records of one decision of every game (None when not `record`: a player that
         only needs the move skips building them, ~7% of an E[Q] player's decision at
         N = 32), and the slot each actor plays.
+
+        script (`Engine.play`'s, or None): fills the decision's control-variate row cache
+        and the worlds' weights from stored values, and gives the move played and its
+        exploration mode (a `Selection`).
 
         Adaptive sampling (cfg.sem): games whose standard error of some legal move is above
         cfg.sem are re-run with twice the worlds (up to cfg.max_samples); the first n worlds
@@ -349,13 +359,17 @@ class Engine:
         sub = torch.arange(G, device=self.device)
         n = cfg.n_for(decision)
         caches = _DecisionCaches()
+        if script is not None:
+            script.begin(self, games, decision, keys, legal, caches)
         # the control variate's moments on the wide worlds B, which are the same in each
         # round: B is evaluated once per decision
         cv_wide = {}
         mom = n_worlds = enumerated = world_q = world_logw = world_owner = pdf = cv = None
         while True:
             part = games if len(sub) == G else games.select(sub)
-            sample, q, logw, owner = self._evaluate(part, sub, keys[sub], n, legal[sub], caches)
+            sample, q, logw, owner = self._evaluate(
+                part, sub, keys[sub], n, legal[sub], caches,
+                logw=script.log_weights(sub, n) if script is not None else None)
             with stage("reduce"):
                 m = self.backend.weighted_moments(q, legal[sub], logw)
                 h = q_histogram(q, legal[sub], logw) if cfg.q_pdf else None
@@ -386,8 +400,11 @@ class Engine:
             n = min(2 * n, cfg.max_samples)
 
         with stage("select"):
-            sel = select_actions(mom.mean, legal, cfg.exploration,
-                                 self._keys(seeds, decision, STREAM_POLICY))
+            if script is None:
+                sel = select_actions(mom.mean, legal, cfg.exploration,
+                                     self._keys(seeds, decision, STREAM_POLICY))
+            else:
+                sel = script.select(games, mom.mean, legal)
         if not record:
             return None, sel.slot
         with stage("record"):
@@ -474,6 +491,10 @@ class Engine:
             def fetch(rows):
                 g = torch.div(rows, n, rounding_mode="floor")
                 return oracle.query_codes(codes[rows], slot_tiles[rows]), legal[g]
+        elif getattr(oracle, "stored", False):
+            # a Script's stored values: the caches hold every row, no position is built
+            def fetch(rows):
+                return oracle.query(None, rows)
         else:
             with stage("worlds"):
                 batch = build_oracle_batch(games, info, sample)

@@ -1,0 +1,148 @@
+"""What eqfast-generate and eqfast-relabel share to write one dataset directory from many
+processes (README, "Scale-out"): the rank and world size from the flags or the launcher's
+environment, the directory's writer lock, the resume check of the record-shaping settings,
+and the batch loop that Ctrl+C stops between batches.
+
+The shards themselves (atomic writes, sidecars, completed and incomplete seed ranges, the
+lock files) are eqfast.data.shards'.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+
+from ..data.schema import InvariantError
+from ..data.shards import OutputError, ShardError, lock_output, run_metadata
+
+
+def add_rank_arguments(parser: argparse.ArgumentParser, unit: str) -> None:
+    """--rank/--world-size; `unit` says what is dealt out to the ranks ("batch k (...)")."""
+    r = parser.add_argument_group("several processes on one output directory (README, "
+                                  "'Scale-out')")
+    r.add_argument("--rank", type=int, default=None,
+                   help=f"this process's share: {unit} belongs to rank k mod --world-size; "
+                        "when left out, torchrun's RANK, else a Slurm array's "
+                        "SLURM_ARRAY_TASK_ID minus SLURM_ARRAY_TASK_MIN, else one process "
+                        "does everything")
+    r.add_argument("--world-size", type=int, default=None,
+                   help="how many ranks share the work; when left out, torchrun's WORLD_SIZE, "
+                        "else SLURM_ARRAY_TASK_COUNT, else 1")
+
+
+def launcher_rank(args, env=None) -> tuple[int, int]:
+    """(rank, world size): --rank/--world-size, else torchrun's RANK/WORLD_SIZE, else a
+    Slurm array's task id (minus its first id) and task count, else (0, 1). ValueError
+    naming the flag or variable for a value that is not an integer."""
+    env = os.environ if env is None else env
+    sources = [("--rank", args.rank, "--world-size", args.world_size)]
+    if "RANK" in env or "WORLD_SIZE" in env:
+        sources.append(("RANK", env.get("RANK"), "WORLD_SIZE", env.get("WORLD_SIZE")))
+    if "SLURM_ARRAY_TASK_ID" in env:
+        sources.append(("SLURM_ARRAY_TASK_ID", env.get("SLURM_ARRAY_TASK_ID"),
+                        "SLURM_ARRAY_TASK_COUNT", env.get("SLURM_ARRAY_TASK_COUNT")))
+    for rank_name, rank, world_name, world in sources:
+        if rank is None and world is None:
+            continue
+        try:
+            rank = int(rank) if rank is not None else None
+            world = int(world) if world is not None else None
+            if rank_name == "SLURM_ARRAY_TASK_ID":
+                rank -= int(env.get("SLURM_ARRAY_TASK_MIN", "0"))
+        except ValueError:
+            raise ValueError(f"{rank_name}={rank!r} / {world_name}={world!r}: not integers") from None
+        if rank is None or world is None:
+            raise ValueError(f"{rank_name} and {world_name} must be given together")
+        return rank, world
+    return 0, 1
+
+
+def rank_problem(args) -> str | None:
+    """Fill args.rank and args.world_size from the flags or the launcher (launcher_rank);
+    the problem with them, or None."""
+    try:
+        args.rank, args.world_size = launcher_rank(args)
+    except ValueError as e:
+        return str(e)
+    if args.world_size < 1 or not 0 <= args.rank < args.world_size:
+        return (f"rank {args.rank} of world size {args.world_size}: the rank must be "
+                f"0..world size - 1")
+    return None
+
+
+def resume_conflict(out, settings: dict) -> str | None:
+    """Why `out` cannot be resumed with `settings` (None if it can, or is new)."""
+    try:
+        previous = run_metadata(out)
+    except ShardError as e:
+        return str(e)
+    if previous is None or previous.get("settings") == settings:
+        return None
+    old = previous.get("settings") or {}
+    diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+    return (f"{out} holds shards made with other settings (differing: "
+            f"{', '.join(diff) or 'settings missing'}); resume with the same flags or write "
+            "to a new --out")
+
+
+def with_output_lock(prog: str, args, owns, body) -> int:
+    """body() under args.out's writer lock (shared among the ranks of a run with world size
+    above 1, with one writer per rank; `owns(lo)`: whether the range starting at seed lo
+    is this rank's, so only its leftover temporary files are removed); exit 2 with the
+    reason when another writer holds it."""
+    try:
+        rank = args.rank if args.world_size > 1 else None
+        with lock_output(args.out, rank=rank, owns=owns) as removed:
+            if removed:
+                print(f"{prog}: removed {len(removed)} temporary file(s) of an interrupted "
+                      f"write under {args.out}", file=sys.stderr)
+            return body()
+    except OutputError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+
+
+class Interrupt:
+    """First SIGINT: finish the batch in flight. Second: drop it (KeyboardInterrupt)."""
+
+    def __init__(self, prog: str = "eqfast-generate"):
+        self.prog = prog
+        self.requested = False
+
+    def __call__(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print(f"\n{self.prog}: interrupt: finishing the batch in flight "
+              "(Ctrl+C again to drop it)", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def interruptible(prog: str):
+    """SIGINT handled by an `Interrupt` inside (yielded), the previous handler restored."""
+    interrupt = Interrupt(prog)
+    old_handler = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield interrupt
+    finally:
+        signal.signal(signal.SIGINT, old_handler)
+
+
+def drive(prog: str, engine, batches, sink, interrupt: Interrupt, progress) -> int | None:
+    """engine.run(batches, sink) inside `progress` (a Progress bar), stopping after the
+    batch in flight once `interrupt` was requested; None when it ran to its end or was
+    stopped so, else the exit status: 130 for a dropped batch, 1 for records breaking the
+    invariants (nothing of that batch written)."""
+    try:
+        with progress:
+            engine.run(batches, sink, on_batch=lambda seeds: interrupt.requested)
+    except KeyboardInterrupt:
+        print(f"{prog}: batch in flight dropped; saved shards are intact", file=sys.stderr)
+        return 130
+    except InvariantError as exc:
+        print(f"{prog}: {exc}; nothing of that batch was written, saved shards are intact",
+              file=sys.stderr)
+        return 1
+    return None
