@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU session that trains oracle networks on labels made on the same machine's CPUs.
+# One run on a GPU machine that trains oracle networks on labels made on the same machine's CPUs.
 #
 #   bash benchmarks/gpu_train_oracle.sh            # on the GPU machine (results under $OUT)
 #   bash benchmarks/gpu_train_oracle.sh --dry-run  # on a CPU: the same steps, tiny and short
