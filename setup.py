@@ -1,5 +1,5 @@
 """eqfast build: the Python package, `kernels/` installed as `eqfast.kernels`, and the C
-solver extension (eqfast/solver/_csolver.c; why C: README "Dependencies")."""
+solver extension (eqfast/solver/_csolver.c; why C: docs/ARCHITECTURE.md "Dependencies")."""
 import re
 from pathlib import Path
 

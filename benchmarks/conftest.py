@@ -54,7 +54,7 @@ def _cpu_name() -> str:
 
 @functools.lru_cache(maxsize=1)
 def provenance() -> dict:
-    """Where and with what the benchmarks ran (computed once per session)."""
+    """Where and with what the benchmarks ran (computed once per pytest session)."""
     try:
         import triton
         triton_version = triton.__version__

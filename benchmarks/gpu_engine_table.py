@@ -1,4 +1,4 @@
-"""The GPU session's engine table: many profile_run configurations in one process.
+"""The engine table of benchmarks/gpu_session.sh: many profile_run configurations in one process.
 
     python benchmarks/gpu_engine_table.py --jsonl runs.jsonl --stop-at EPOCH_SECONDS
     python benchmarks/gpu_engine_table.py --list                     # the rows, in order

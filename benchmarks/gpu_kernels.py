@@ -55,7 +55,7 @@ def time_ms(fn, device: torch.device, reps: int, graph: bool = True) -> float:
     On CUDA, the calls are replayed from a CUDA graph (`do_bench_cudagraph`) when fn can be
     captured: the engine runs every stage inside one, and a stage of a few microseconds
     timed by events between eager calls measures the Python wrapper's launch cost, not the
-    device (the first H200 session saw 2-6x swings between runs that way). A stage that
+    device (on an H200 such timings swung 2-6x between runs). A stage that
     cannot be captured is timed eagerly (`do_bench`); `last_timing` says which."""
     if device.type == "cuda":
         from triton.testing import do_bench, do_bench_cudagraph

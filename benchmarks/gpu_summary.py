@@ -1,4 +1,4 @@
-"""The GPU session's summary, rebuilt from what its steps have written so far.
+"""The summary of a benchmarks/gpu_session.sh run, rebuilt from what its steps have written so far.
 
     python benchmarks/gpu_summary.py RESULTS_DIR > RESULTS_DIR/summary.txt
 

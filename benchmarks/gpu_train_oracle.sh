@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU session that trains oracle networks on labels made on the same machine's CPUs.
+# One run on a GPU machine that trains oracle networks on labels made on the same machine's CPUs.
 #
 #   bash benchmarks/gpu_train_oracle.sh            # on the GPU machine (results under $OUT)
 #   bash benchmarks/gpu_train_oracle.sh --dry-run  # on a CPU: the same steps, tiny and short
@@ -25,7 +25,7 @@
 # Why: at lr 1e-3 from 168K rows (2026-11-27) the pool was memorized within seconds (val
 # q_gap 0.54 after 2,000 steps; the weights it began from have 0.38 on fresh deals) and
 # the run ended worse (fresh q_gap 0.467); the wait and the lower rate are not yet measured.
-# PLAN=explore is the comparison of the first H100 session (transformer, then two MLPs).
+# PLAN=explore compares architectures (a transformer, then two MLPs).
 # Everything lands in $OUT as it comes (at most 8 files): log.txt, tests.log (with the
 # diagnosis' lines when an engine comparison failed), results.jsonl (one line per training
 # evaluation, throughput and labelling figure), and the weights of each run (and the transformer's

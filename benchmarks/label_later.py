@@ -1,4 +1,4 @@
-"""Label later against the CPU default, on one machine (README, "Label later").
+"""Label later against the CPU default, on one machine (docs/GENERATE.md, "Label later").
 
     python benchmarks/label_later.py --out runs/label_later [--games 24] [--threads 1]
 

@@ -6,7 +6,7 @@ autocast and (CPU) int8 dynamic quantization (`EngineConfig.oracle_precision`,
 
 bf16 autocast runs on the CPU too (TF32 is a CUDA-only matmul mode, so on the CPU its row
 equals fp32 and is not printed). Reports q_gap / q_mae against the exact labels for each
-precision and the largest and mean |Q_bf16 - Q_fp32| over legal moves; the GPU session
+precision and the largest and mean |Q_bf16 - Q_fp32| over legal moves; benchmarks/gpu_session.sh
 reports the matching speeds (benchmarks/RESULTS.md).
 """
 from __future__ import annotations

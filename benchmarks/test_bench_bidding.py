@@ -1,7 +1,7 @@
 """Bidding evaluator benchmark: the full 10-contract matrix of a hand at N = 500 exact
 (5,000 opening positions, V_PI from the solver's v_batch on every core; beside it the same
 matrix with every opening lead solved, `leads=True`, the baseline), and the lower
-bracket's cost (the E[Q] player on every seat). Goal (issue 17): matrix <= 5 s on the
+bracket's cost (the E[Q] player on every seat). Goal: matrix <= 5 s on the
 2-core CPU machine.
 
 Run: pytest benchmarks/test_bench_bidding.py --benchmark-enable -s

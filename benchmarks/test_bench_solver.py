@@ -57,13 +57,13 @@ def test_bench_opening_lead_solve(benchmark):
 # ---------------------------------------------------------------- E[Q] workload, old vs new
 #
 # The exact oracle's workload: one fresh deal ("world") per solve, Q of every legal move of
-# the actor, mostly in tricks 1-2. Both benchmarks run the solver of main before issue 11
+# the actor, mostly in tricks 1-2. Both benchmarks run the solver of commit 6fcbcf8
 # (BASELINE, built from git into a temporary module) and the current one side by side in
 # one process, so machine load hits both alike:
 #
 #   pytest benchmarks/test_bench_solver.py --benchmark-enable -k "worlds or generate" -s
 
-BASELINE = "6fcbcf8"  # last commit of the solver before the issue-11 work
+BASELINE = "6fcbcf8"  # the solver before its E[Q]-workload changes (docs/SOLVER.md)
 GEN_GAMES, GEN_SEED = 4, 100  # eqfast-generate --oracle exact, N = 100, seeds [100, 104)
 
 

@@ -469,7 +469,7 @@ def main(argv=None) -> int:
     if args.json:
         _write_atomic(args.json, lambda p: p.write_text(json.dumps(summary, indent=2) + "\n"))
     if args.jsonl:
-        with open(args.jsonl, "a") as f:      # one line per run: a killed session keeps the rest
+        with open(args.jsonl, "a") as f:      # one line per run: a killed process keeps the rest
             f.write(json.dumps({"kind": "profile", **summary}) + "\n")
     return 0
 

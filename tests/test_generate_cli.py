@@ -230,7 +230,7 @@ def test_world_budget_by_trick(tmp_path, capsys):
 def test_cpu_default_labels_are_exact_with_budgets_by_trick(tmp_path, capsys):
     """Without --oracle the CPU's reference pipeline labels with the exact solver, world
     budgets 25/50/100 by trick and the shipped network as control variate on 400 worlds
-    (README, "Choosing the labels"); --n-samples keeps the exact oracle at that N;
+    (docs/GENERATE.md, "Choosing the labels"); --n-samples keeps the exact oracle at that N;
     --exact-tricks (a network setting) gets the shipped network; --control-variate none
     or --q-pdf leave the control variate out; --posterior keeps it and takes the shipped
     network as behaviour oracle."""

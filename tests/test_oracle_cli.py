@@ -1,5 +1,6 @@
 """End to end on a tiny data set: generate shards, train, resume, evaluate (--json), export."""
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -127,3 +128,17 @@ def test_label_oracle_command_resumes_and_refuses_another_layout(tmp_path, capsy
     assert "holds 2 deals per shard" in capsys.readouterr().err
     assert label_oracle.main(["--out", str(out), "--shards", "0"]) == 2
     assert "--shards must be >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["default", "accurate"])
+def test_eval_oracle_takes_the_shipped_names(name, capsys):
+    """eqfast-eval-oracle --weights default|accurate evaluates the shipped file that
+    eqfast-generate --oracle means by that name (one resolution: oracle.factory.weights_path)."""
+    from eqfast.oracle.factory import SHIPPED, weights_path
+
+    assert weights_path(name) == SHIPPED[name][0]
+    assert weights_path("some/file.safetensors") == Path("some/file.safetensors")
+    assert eval_oracle.main(["--weights", name, "--seed-start", "123456789", "--deals", "1",
+                             "--json", "--no-speed"]) == 0
+    m = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert m["weights"] == str(SHIPPED[name][0]) and m["positions"] == 28

@@ -51,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0, help="solver threads (0 = every core)")
     p.add_argument("--leads", action="store_true",
                    help="exact path: also solve every opening lead for the fixed-lead figures "
-                        "(first_lead, p_upper_fixed_lead); 2.6x the solver time of V alone")
+                        "(first_lead, p_upper_fixed_lead); 1.9-2.6x the solver time of V alone "
+                        "(benchmarks/RESULTS.md)")
     s = p.add_argument_group("sequential stopping (docs/BIDDING.md)")
     s.add_argument("--sequential", action="store_true",
                    help="add completions until the deciding intervals are narrow or the best bid is stable")

@@ -2,6 +2,7 @@
 
     eqfast-eval-oracle --data runs/oracle/data                  # stored test split
     eqfast-eval-oracle --seed-start 1000000000 --deals 200      # fresh deals, solver-labelled
+    eqfast-eval-oracle --weights accurate --seed-start 1000000000 --deals 200
     eqfast-eval-oracle --weights W.safetensors ... --json       # last line: one JSON object
 
 Reports q_mae, q_gap (all decisions / >= 2 legal moves), argmax accuracy and blunder rate
@@ -29,12 +30,11 @@ def fresh_rows(seed_start: int, deals: int) -> dict[str, torch.Tensor]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..oracle.weights import DEFAULT_MODEL
-
     ap = argparse.ArgumentParser(prog="eqfast-eval-oracle", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
-    ap.add_argument("--weights", default=str(DEFAULT_MODEL),
-                    help="oracle weights (.safetensors) to evaluate")
+    ap.add_argument("--weights", default="default",
+                    help="'default', 'accurate' (the shipped networks, as eqfast-generate "
+                         "--oracle names them) or a weights file (.safetensors) to evaluate")
     ap.add_argument("--data", help="directory of solver-labelled shards (eqfast-label-oracle) "
                                    "to evaluate on; when left out, "
                                    "--seed-start is required")
@@ -79,14 +79,16 @@ def check_args(a) -> str | None:
 def main(argv=None) -> int:
     from ..oracle.dataset import as_batch, load_shards
     from ..oracle.evaluate import fidelity, format_report, predict, rows_per_second
+    from ..oracle.factory import weights_path
     from ..oracle.weights import OracleWeightsError, load_oracle
 
     a = build_parser().parse_args(argv)
     problem = check_args(a)
+    weights = weights_path(a.weights)
     if problem is None:
         torch.set_num_threads(a.threads)
         try:
-            scripted = load_oracle(a.weights, device=a.device, script=True)
+            scripted = load_oracle(weights, device=a.device, script=True)
         except OracleWeightsError as e:
             problem = f"--weights: {e}"
     if problem is not None:
@@ -110,16 +112,16 @@ def main(argv=None) -> int:
 
     q = predict(scripted, batch)
     m = fidelity(q, rows["q"], rows["legal"], rows["depth"])
-    print(f"weights {a.weights}: {scripted.config['config']}")
+    print(f"weights {weights}: {scripted.config['config']}")
     print(format_report(m))
     if not a.no_speed:
-        eager = load_oracle(a.weights, device=a.device, script=False)
+        eager = load_oracle(weights, device=a.device, script=False)
         m["rows_per_s_eager"] = rows_per_second(eager, batch, a.speed_batch)
         m["rows_per_s_torchscript"] = rows_per_second(scripted, batch, a.speed_batch)
         print(f"rows/s at batch {a.speed_batch}, {a.threads} thread(s): eager "
               f"{m['rows_per_s_eager']:.0f}, TorchScript {m['rows_per_s_torchscript']:.0f}")
     if a.json:
-        m.update(weights=str(a.weights), source=source)
+        m.update(weights=str(weights), source=source)
         print(json.dumps(m))
     return 0
 

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--store-worlds", action="store_true",
                    help="keep the worlds, their weights and the oracle's Q in each in the records "
                         "(eqfast-view's debug view, eqfast-validate --truth; eqfast-relabel "
-                        "labels them again with the solver: README, 'Label later')")
+                        "labels them again with the solver: docs/GENERATE.md, 'Label later')")
     g.add_argument("--q-pdf", action="store_true",
                    help="keep each move's distribution of Q over the worlds (field q_pdf: 85 "
                         "whole-point bins -42..42, weighted like E[Q]; 2,380 bytes a record); "
@@ -90,8 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(where --sem starts doubling) unless --n-samples, --n-by-trick or "
                         "--store-worlds says otherwise, "
                         "and the shipped network as --control-variate: unbiased labels with the "
-                        "error of ~100 exact worlds at 3.6 games/s a core (README, 'Choosing "
-                        "the labels')")
+                        "error of ~100 exact worlds at 3.6 games/s a core (benchmarks/RESULTS.md; "
+                        "docs/GENERATE.md, 'Choosing the labels')")
     o.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     o.add_argument("--backend", choices=["reference", "triton", "auto"], default="auto",
                    help="device stages: pure PyTorch, Triton kernels, or auto (triton on CUDA)")
@@ -261,8 +261,8 @@ def batch_owner(args):
                                  args.world_size) == args.rank
 
 
-#: the CPU default's world budgets by trick and control variate (README, "Choosing the
-#: labels")
+#: the CPU default's world budgets by trick and control variate (docs/GENERATE.md,
+#: "Choosing the labels")
 DEFAULT_EXACT_BUDGETS = "25,50,100,100,100,100,100"
 DEFAULT_CONTROL_VARIATE = "default"
 DEFAULT_BEHAVIOUR_ORACLE = "default"

@@ -73,12 +73,12 @@ def check_args(a) -> str | None:
 @quiet_on_closed_stdout
 def main(argv=None) -> int:
     from ..analysis import ladder
-    from ..oracle.factory import SHIPPED
+    from ..oracle.factory import weights_path
     from ..oracle.weights import OracleWeightsError, read_weights
 
     a = build_parser().parse_args(argv)
     problem = check_args(a)
-    weights = SHIPPED[a.weights][0] if a.weights in SHIPPED else a.weights
+    weights = weights_path(a.weights)
     if problem is None:
         try:
             _, meta = read_weights(weights)

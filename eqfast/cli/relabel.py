@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Label the records of a dataset written with eqfast-generate "
                     "--store-worlds again with the exact solver, on the same worlds and "
-                    "weights (README, 'Label later'; docs/DATASET.md).",
+                    "weights (docs/GENERATE.md, 'Label later'; docs/DATASET.md).",
         formatter_class=HelpFormatter)
     p.add_argument("src", type=Path, help="dataset directory written with --store-worlds")
     p.add_argument("--out", required=True, type=Path, help="output directory (train/ val/ test/)")
@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="'stored': the playing network's stored Q on all the stored worlds "
                         "as the control variate of the solver's mean on the first Nt (needs "
                         "--n-by-trick; unbiased; with a 400-world source and --n-by-trick "
-                        "25,50,100,100,100,100,100 the CPU default's estimator, README, "
+                        "25,50,100,100,100,100,100 the CPU default's estimator, docs/GENERATE.md, "
                         "'Choosing the labels')")
     p.add_argument("--drop-worlds", action="store_true",
                    help="leave the per-world fields out of the output (they are left out "

@@ -1,5 +1,5 @@
 """What eqfast-generate and eqfast-relabel share to write one dataset directory from many
-processes (README, "Scale-out"): the rank and world size from the flags or the launcher's
+processes (docs/GENERATE.md, "Scale-out"): the rank and world size from the flags or the launcher's
 environment, the directory's writer lock, the resume check of the record-shaping settings,
 and the batch loop that Ctrl+C stops between batches.
 
@@ -20,7 +20,7 @@ from ..data.shards import OutputError, ShardError, lock_output, run_metadata
 
 def add_rank_arguments(parser: argparse.ArgumentParser, unit: str) -> None:
     """--rank/--world-size; `unit` says what is dealt out to the ranks ("batch k (...)")."""
-    r = parser.add_argument_group("several processes on one output directory (README, "
+    r = parser.add_argument_group("several processes on one output directory (docs/GENERATE.md, "
                                   "'Scale-out')")
     r.add_argument("--rank", type=int, default=None,
                    help=f"this process's share: {unit} belongs to rank k mod --world-size; "

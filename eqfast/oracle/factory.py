@@ -27,7 +27,14 @@ from .weights import (ACCURATE_MODEL, DEFAULT_MODEL, OracleWeightsError, load_or
 SHIPPED = {"default": (DEFAULT_MODEL, "shipped default"),
            "accurate": (ACCURATE_MODEL, "shipped accurate")}
 
-__all__ = ["oracle_from_spec", "default_spec", "OracleWeightsError"]
+__all__ = ["oracle_from_spec", "default_spec", "weights_path", "OracleWeightsError"]
+
+
+def weights_path(spec) -> Path:
+    """The weights file a network spec names: 'default' and 'accurate' are the shipped files
+    (SHIPPED), anything else is a path. The commands that take a weights file by name
+    (eqfast-eval-oracle, eqfast-oracle-ladder) and oracle_from_spec resolve it here."""
+    return SHIPPED[spec][0] if isinstance(spec, str) and spec in SHIPPED else Path(spec)
 
 
 def default_spec(device) -> str:
@@ -66,7 +73,7 @@ def oracle_from_spec(spec: str, device="cpu", *, exact_tricks: int = 0, quantize
     if spec.startswith("random:"):
         oracle, identity = _random_network(spec.split(":", 1)[1], device, quantize, eager)
     else:
-        path, label = SHIPPED.get(spec, (Path(spec), spec))
+        path, label = weights_path(spec), SHIPPED.get(spec, (None, spec))[1]
         oracle = load_oracle(path, device=device, script=not eager, quantize=quantize)
         sha = hashlib.sha256(path.read_bytes()).hexdigest()
         identity = {"name": spec, "path": str(path), "sha256": sha, "label": label}

@@ -93,7 +93,7 @@ LOSS_EVERY = 50
 class StepClock:
     """The step bookkeeping of a training loop (this trainer's and Stage 2's): the wall time
     trained across resumes, the step to stop before (cfg.steps, cfg.stop_at, or now if the
-    time budget is already spent), the progress bar over this session's steps, and after
+    time budget is already spent), the progress bar over this invocation's steps, and after
     each step whether the run ends and whether to evaluate; the loss is read back (a device
     wait) every LOSS_EVERY steps and at evaluations only.
 
@@ -119,7 +119,7 @@ class StepClock:
         self.out_of_time = False
 
     def wall(self) -> float:
-        """Seconds trained, earlier sessions of the run included."""
+        """Seconds trained, earlier invocations of the run (before a resume) included."""
         return self._wall0 + time.perf_counter() - self._t0
 
     def after_step(self, step: int, loss: torch.Tensor) -> tuple[bool, bool]:

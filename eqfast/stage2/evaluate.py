@@ -28,7 +28,7 @@ import torch
 from .model import trim_tokens
 
 #: label moves within this many points of the best are equally good (the generator's
-#: greedy tie tolerance, README.md)
+#: greedy tie tolerance, docs/GENERATE.md)
 TIE_POINTS = 1e-4
 
 
