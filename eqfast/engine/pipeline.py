@@ -287,12 +287,17 @@ class Engine:
         self.behaviour_rows = 0   # rows evaluated by a separate behaviour oracle
 
     # ------------------------------------------------------------------ games
-    def new_games(self, game_seeds) -> BatchedGames:
-        hands, decl, leader = setup_games(game_seeds, self.cfg.decl_mode)
+    def new_games(self, game_seeds, deals=None) -> BatchedGames:
+        """The games of `game_seeds` (deal, declarer and declaration from each seed), or
+        `deals` = (hands [G, 4, 7], decl [G], leader [G]) given by the caller."""
+        hands, decl, leader = deals if deals is not None else setup_games(game_seeds,
+                                                                          self.cfg.decl_mode)
         return BatchedGames.new(hands, decl, leader, device=self.device)
 
-    def play(self, game_seeds, game_idx=None, script=None) -> DecisionRecords:
+    def play(self, game_seeds, game_idx=None, script=None, deals=None) -> DecisionRecords:
         """All 28 decisions of each game seed, as records ordered by (game, decision).
+        deals: (hands, decl, leader) to play instead of the seeds' own deals; the seeds
+        still key every random draw (`eqfast.engine.game.generate_eq_game`).
 
         script: plays given moves on stored worlds instead of the engine's own choices
         (`eqfast.engine.relabel.StoredPlay`: a dataset's games labelled again); it answers
@@ -300,7 +305,7 @@ class Engine:
         select(games, e_q, legal), see `decide`."""
         seeds = [int(s) for s in game_seeds]
         game_idx = torch.as_tensor(game_idx if game_idx is not None else seeds, dtype=torch.int64)
-        games = self.new_games(seeds)
+        games = self.new_games(seeds, deals)
         steps, before = [], []
         for d in range(N_DECISIONS):
             before.append((games.points, games.current_player))
