@@ -127,6 +127,23 @@ def test_pair_stops_on_the_interval_width_or_the_cap():
     assert p.half_width() > 1.0 and p.status(s) == "cap"
 
 
+def test_schedule_gives_each_unfinished_pair_equal_time(tmp_path):
+    """The next chunk goes to the pair that has spent the least time (a new pair first),
+    ties to the fewest deals; a finished pair gets none."""
+    league = open_league(tmp_path / "lg", ["rules", "random", "expert"], build,
+                         seed_start=500, **TINY)
+    p01, p02, p12 = league.pairs
+    for p, seconds, deals in ((p01, 9.0, 2), (p02, 1.0, 4), (p12, 1.0, 3)):
+        p.a_points = np.full((deals, 2), 21, np.int8)
+        p.declarer_team = np.zeros(deals, np.int8)
+        p.seconds = np.array([seconds, 0.0])
+    assert league.next_pair() is p12            # 1 s and 3 deals beats 1 s and 4 deals
+    p12.seconds = np.array([5.0, 0.0])
+    assert league.next_pair() is p02
+    p02.a_points = np.full((6, 2), 21, np.int8)  # 12 hands: the cap, finished
+    assert league.next_pair() is p12
+
+
 def test_play_batch_returns_the_declarers_team():
     a, b = policy_from_spec("rules"), policy_from_spec("random", run_seed=4)
     seeds = [DEFAULT_SEED_START + k for k in range(6)]

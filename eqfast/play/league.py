@@ -23,10 +23,12 @@ and of n, never at the mean, so it cannot stop a pair on a lucky streak in eithe
 direction: the interval keeps (very nearly) its 95% coverage. (A rule "stop when the
 interval excludes 0" would not: it peeks at the mean.)
 
-Schedule. The next chunk goes to the unfinished pair with the fewest deals, ties to the
-pair whose deals have cost the least wall time so far: every pair advances in turn, the
-cheap ones first within a round, so a run cut short by a time budget or a kill leaves
-every pair with some hands.
+Schedule. The next chunk goes to the unfinished pair that has spent the least time so far
+(seconds inside both sides' decisions), ties to the fewest deals: every pair gets its
+first chunk, then each gets the same time until it is resolved. Pairs of cheap players
+resolve in minutes while one chunk of an expensive player (eq:exact:100 decides about 10
+times a second on one core) is under way, and a run cut short by a time budget or a kill
+leaves the expensive pairs with equal shares of what was left.
 
 State, in DIR: `league_state.json` (the settings that shape the games: seed start, run
 seed, declaration mode; the panel, with a fingerprint of each weights file) and
@@ -199,9 +201,6 @@ class PairState:
             return "target"
         return "playing"
 
-    def seconds_per_deal(self) -> float:
-        return float(self.seconds.sum()) / self.deals if self.deals else 0.0
-
     def append(self, points: np.ndarray, declarer: np.ndarray, clocks: dict[str, Clock]):
         self.a_points = np.concatenate([self.a_points, points.astype(np.int8)])
         self.declarer_team = np.concatenate([self.declarer_team, declarer.astype(np.int8)])
@@ -299,9 +298,9 @@ class League:
         return [p for p in self.pairs if p.status(self.settings) == "playing"]
 
     def next_pair(self) -> PairState | None:
-        """Fewest deals first, then the cheapest so far, then panel order (module doc)."""
+        """Least time spent first, then fewest deals, then panel order (module doc)."""
         todo = self.unfinished()
-        return min(todo, key=lambda p: (p.deals, p.seconds_per_deal(), p.i, p.j)) \
+        return min(todo, key=lambda p: (float(p.seconds.sum()), p.deals, p.i, p.j)) \
             if todo else None
 
     def projected_hands(self) -> int:
