@@ -1,5 +1,4 @@
-"""eqfast-iterate: the improvement loop. Each Stage 2 generation plays the games the next one
-learns from.
+"""eqfast-iterate: the improvement loop, each Stage 2 generation trained on the games of the last.
 
     eqfast-iterate --run runs/iterate --generations 5 --games 2000 --steps 4000
 
@@ -52,6 +51,7 @@ from pathlib import Path
 
 import torch
 
+from ..data.shards import ShardError
 from ..utils.atomic import atomic_path, atomic_write_text
 from .common import HelpFormatter
 
@@ -108,12 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--n-samples", type=int, default=None,
                    help="worlds per decision (eqfast-generate --n-samples); when left out, "
                         "eqfast-generate's default")
-    d.add_argument("--label-args", default="",
+    d.add_argument("--label-args", default=None,
                    help="more eqfast-generate arguments, one string (e.g. "
-                        "\"--n-by-trick 25,50,100,100,100,100,100 --control-variate none\")")
-    d.add_argument("--no-posterior", dest="posterior", action="store_false",
-                   help="uniform world weights (by default the posterior, with the parent "
-                        "generation as its behaviour model)")
+                        "\"--n-by-trick 25,50,100,100,100,100,100 --control-variate none\"); "
+                        "when left out, none")
+    d.add_argument("--no-posterior", action="store_true",
+                   help="uniform world weights (when left out, the posterior, with the "
+                        "parent generation as its behaviour model)")
     d.add_argument("--tau", type=float, default=3.0, help="posterior behaviour temperature")
     d.add_argument("--window", type=int, default=16, help="posterior: plays scored")
     d.add_argument("--temperature", type=float, default=0.0,
@@ -168,7 +169,10 @@ def copy_atomic(src: Path, dst: Path) -> None:
 
 def settings_of(args, arch: dict) -> dict:
     """The settings of a generation started now (SETTING_KEYS, the loss filled in)."""
-    s = {k: getattr(args, k) for k in SETTING_KEYS if k != "loss"}
+    s = {k: getattr(args, k) for k in SETTING_KEYS
+         if k not in ("loss", "posterior", "label_args")}
+    s["posterior"] = not args.no_posterior
+    s["label_args"] = args.label_args or ""
     s["loss"] = args.loss or ("nll" if arch.get("var_head") else "mse")
     s["eval_every"] = min(args.eval_every, args.steps)
     return s
@@ -387,8 +391,8 @@ def main(argv=None) -> int:
                 if not card["beats_parent"] and not args.no_stop:
                     stopped = f"generation {gen} does not beat generation {gen - 1}"
                     break
-        except ValueError as e:
-            print(f"eqfast-iterate: {e}", file=sys.stderr)
+        except (ValueError, ShardError) as e:   # other settings, a bad weights file,
+            print(f"eqfast-iterate: {e}", file=sys.stderr)   # an empty split
             return 2
         summary = write_summary(run, cards, stopped)
     best = summary["best"]
