@@ -236,7 +236,7 @@ def start_generation0(run: Path, init: str | None) -> dict:
     return card
 
 
-def run_generation(run: Path, gen: int, args, log) -> dict | int:
+def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
     """Generation `gen` (>= 1): its finished card, or an exit status (interrupted/failed)."""
     from ..play.arena import play_match
     from ..play.policies import Stage2Policy
@@ -268,6 +268,8 @@ def run_generation(run: Path, gen: int, args, log) -> dict | int:
                 "parent_sha256": sha256(parent), "arch": arch,
                 "generate_argv": generate_argv(wanted, gen, here / "data", parent,
                                                args.threads),
+                "command": ["eqfast-iterate", *(sys.argv[1:] if argv is None else argv)],
+                "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                 "steps": {}, "finished": False}
         write_json(card_path, card)
     s, steps = card["settings"], card["steps"]
@@ -384,7 +386,7 @@ def main(argv=None) -> int:
             cards = [start_generation0(run, args.init)]
             stopped = f"reached --generations {args.generations}"
             for gen in range(1, args.generations + 1):
-                card = run_generation(run, gen, args, log)
+                card = run_generation(run, gen, args, log, argv)
                 if not isinstance(card, dict):
                     return card                       # eqfast-generate's status
                 cards.append(card)
