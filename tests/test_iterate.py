@@ -183,8 +183,13 @@ def test_iterate_two_generations_resume_after_kill(tmp_path, capsys):
     card = json.loads((run / "gen-1" / "card.json").read_text())
     assert card["finished"] and set(card["steps"]) == {"data", "train", "match"}
     assert card["settings"]["games"] == 4 and "--play-policy" in card["generate_argv"]
-    assert card["generate_argv"][card["generate_argv"].index("--behaviour-oracle") + 1] == \
-        f"stage2:{run / 'gen-0' / 'weights.safetensors'}"
+    parent = run / "gen-0" / "weights.safetensors"
+    argv = card["generate_argv"]
+    assert argv[argv.index("--behaviour-oracle") + 1] == f"stage2:{parent}"
+    records, metas = load_records(run / "gen-1" / "data")
+    assert metas[0]["play_policy"]["sha256"] == hashlib.sha256(parent.read_bytes()).hexdigest()
+    assert metas[0]["posterior"]["enabled"] and check_invariants(records) == []
+    assert set(records["exploration_mode"].unique().tolist()) <= {MODE_POLICY, MODE_EPSILON}
 
     # generation 2 is killed once it has started, then the command runs again
     proc = subprocess.Popen([sys.executable, "-m", "eqfast.cli.iterate", "--run", str(run),
@@ -205,6 +210,7 @@ def test_iterate_two_generations_resume_after_kill(tmp_path, capsys):
     assert _hashes(run / "gen-1") == gen1
     card2 = json.loads((run / "gen-2" / "card.json").read_text())
     assert card2["finished"] and card2["parent"].endswith("gen-1/weights.safetensors")
+    assert f"stage2:{card2['parent']}" in card2["generate_argv"]
     match = json.loads((run / "gen-2" / "match.json").read_text())
     assert (match["a"], match["b"], match["hands"]) == ("gen-2", "gen-1", 8)
     summary = json.loads((run / "iterate.json").read_text())
