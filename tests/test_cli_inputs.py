@@ -146,7 +146,8 @@ def test_oracle_tools_explain_every_flag_and_its_default(tool):
 
 
 @pytest.mark.parametrize("tool", ["eval-oracle", "export-oracle", "train-oracle", "generate",
-                                  "validate", "view", "label-oracle", "oracle-ladder", "relabel"])
+                                  "validate", "view", "label-oracle", "oracle-ladder", "relabel",
+                                  "iterate"])
 def test_help_states_each_default_once(tool):
     """No "(default: None)" after a help that already says what happens by default, nor
     "(default: False)" after an on/off switch."""

@@ -170,7 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "world's K past positions. Needed with --control-variate. Reference "
                         "pipeline")
 
-    e = p.add_argument_group("exploration (eqfast/engine/policy.py)")
+    e = p.add_argument_group("play and exploration (eqfast/engine/policy.py)")
+    e.add_argument("--play-policy", default=None, metavar="POLICY",
+                   help="play the transcripts with this policy instead of the labels' argmax: "
+                        "'stage2' (the shipped Stage 2 model) or 'stage2:PATH'. The labels are "
+                        "computed as without it; the exploration flags below act on the "
+                        "policy's values, and its own choice is recorded as exploration_mode 4 "
+                        "(policy), whose q_gap may be above 0 (docs/DATASET.md). When left "
+                        "out, the argmax of the labels. Reference pipeline")
     e.add_argument("--temperature", type=float, default=0.0, help="Boltzmann temperature (0 = greedy)")
     e.add_argument("--epsilon", type=float, default=0.0, help="random legal move probability")
     e.add_argument("--blunder-rate", type=float, default=0.0, help="bounded-regret blunder probability")
@@ -203,9 +210,11 @@ def pending_ranges(seed_start: int, n_games: int | None, per_batch: int, done):
 
 
 def run_settings(cfg: EngineConfig, identity: dict, cv_identity: dict | None = None,
-                 behaviour_identity: dict | None = None) -> dict:
+                 behaviour_identity: dict | None = None,
+                 play_identity: dict | None = None) -> dict:
     """What must not change between runs writing into one output directory (cv_identity,
-    behaviour_identity: the control variate's and the behaviour model's oracles, if any)."""
+    behaviour_identity, play_identity: the control variate's and the behaviour model's
+    oracles and the play policy, if any)."""
     from dataclasses import asdict
     return jsonable({
         "run_seed": cfg.seed, "n_samples": cfg.n_samples, "sem": cfg.sem,
@@ -224,6 +233,7 @@ def run_settings(cfg: EngineConfig, identity: dict, cv_identity: dict | None = N
                                 "cv_samples": cfg.cv_samples}} if cv_identity else {}),
         **({"behaviour_oracle": behaviour_identity.get("sha256") or behaviour_identity.get("name")}
            if behaviour_identity else {}),
+        **({"play_policy": play_identity["sha256"]} if play_identity else {}),
     })
 
 
@@ -349,7 +359,8 @@ def check_args(args) -> str | None:
         return str(e)
     return pipeline_problem(args.pipeline, args.device, cfg,
                             solver_in_step=args.oracle == "exact" or args.exact_tricks > 0,
-                            own_behaviour=args.behaviour_oracle is not None)
+                            own_behaviour=args.behaviour_oracle is not None,
+                            play_policy=args.play_policy is not None)
 
 
 def engine_config(args) -> EngineConfig:
@@ -415,18 +426,26 @@ def main(argv=None) -> int:
         except ValueError as e:
             print(f"eqfast-generate: --{flag.replace('_', '-')}: {e}", file=sys.stderr)
             return 2
+    if args.play_policy is not None:
+        from ..stage2.policy import play_policy_from_spec
+        try:
+            extra["play_policy"] = play_policy_from_spec(args.play_policy, args.device)
+        except ValueError as e:                 # Stage2WeightsError names the file
+            print(f"eqfast-generate: --play-policy: {e}", file=sys.stderr)
+            return 2
     return with_output_lock("eqfast-generate", args, batch_owner(args),
                             lambda: run(args, cfg, oracle, identity, extra))
 
 
 def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = None) -> int:
     """Generate into args.out, whose lock the caller holds; the exit status. extra: the
-    (oracle, identity) of the control variate ('control_variate') and of the behaviour
-    model ('behaviour_oracle'), where the run has them."""
+    (oracle, identity) of the control variate ('control_variate'), of the behaviour
+    model ('behaviour_oracle') and the play policy ('play_policy'), where the run has them."""
     extra = extra or {}
     cv_oracle, cv_identity = extra.get("control_variate", (None, None))
     behaviour_oracle, behaviour_identity = extra.get("behaviour_oracle", (None, None))
-    settings = run_settings(cfg, identity, cv_identity, behaviour_identity)
+    play_policy, play_identity = extra.get("play_policy", (None, None))
+    settings = run_settings(cfg, identity, cv_identity, behaviour_identity, play_identity)
     problem = resume_conflict(args.out, settings)
     if problem is not None:
         print(f"eqfast-generate: {problem}", file=sys.stderr)
@@ -434,7 +453,8 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
     pipeline = resolve_pipeline(args.pipeline, args.device)
     engine = build_engine(oracle, cfg, pipeline=pipeline, backend=args.backend,
                           device=args.device, graphs=False if args.no_graphs else None,
-                          cv_oracle=cv_oracle, behaviour_oracle=behaviour_oracle)
+                          cv_oracle=cv_oracle, behaviour_oracle=behaviour_oracle,
+                          play_policy=play_policy)
 
     n_games = None if args.target_games == 0 else (args.target_games or args.games)
     mine = batch_owner(args)
@@ -472,6 +492,7 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
                    "control_variate": ({**cv_identity, "cv_samples": cfg.cv_samples}
                                        if cv_identity else None),
                    "behaviour_oracle": behaviour_identity,
+                   "play_policy": play_identity,
                    "rank": [args.rank, args.world_size]})
         write_split_shards(records, meta, args.out, seeds[0], seeds[-1], formats)
         written_games += len(seeds)

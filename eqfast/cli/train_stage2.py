@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--centered-weight", type=float, default=0.0,
                     help="weight of the extra loss on the error centred over each decision's "
                          "legal moves (the differences between moves, which decide the argmax)")
+    ap.add_argument("--mc-weight", type=float, default=0.0, metavar="LAMBDA",
+                    help="target of the move actually played: (1 - LAMBDA) E[Q] + LAMBDA "
+                         "realized_to_go, its Monte Carlo return in the recorded game (lower "
+                         "bias, higher variance); the other moves keep E[Q]; 0 = E[Q] alone "
+                         "(docs/STAGE2.md)")
     ap.add_argument("--steps", type=int, default=20000,
                     help="optimizer steps of the whole run (with --time-budget: at most)")
     ap.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
@@ -109,6 +114,8 @@ def check_args(a) -> str | None:
         return f"--forced-weight must be in [0, 1], got {a.forced_weight}"
     if not a.centered_weight >= 0:
         return f"--centered-weight must be >= 0, got {a.centered_weight}"
+    if not 0 <= a.mc_weight <= 1:
+        return f"--mc-weight must be in [0, 1], got {a.mc_weight}"
     if a.loss == "nll" and a.no_var_head:
         return "--loss nll needs the variance head: drop --no-var-head"
     if a.time_budget is not None and not a.time_budget > 0:
@@ -141,7 +148,7 @@ def main(argv=None) -> int:
                       warmup=a.warmup, seed=a.seed, val_rows=a.val_rows,
                       eval_every=a.eval_every, ckpt_every=a.ckpt_every, device=a.device,
                       stop_at=a.stop_at, time_budget=a.time_budget, init=a.init,
-                      length_groups=a.length_groups)
+                      length_groups=a.length_groups, mc_weight=a.mc_weight)
     try:
         m = train(cfg, log=print, progress=not a.quiet)
     except (ValueError, ShardError) as e:        # a resume with other settings, an empty

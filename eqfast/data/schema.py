@@ -54,7 +54,8 @@ FIELDS: dict[str, Field] = {
     "u_max": Field(torch.float32, (), "max over legal slots of sqrt(e_q_var)"),
     "ess": Field(torch.float32, (), "effective sample size 1/sum w^2 of the world weights"),
     "max_w": Field(torch.float32, (), "largest normalized world weight"),
-    "exploration_mode": Field(torch.int8, (), "0 greedy, 1 boltzmann, 2 epsilon, 3 blunder"),
+    "exploration_mode": Field(torch.int8, (), "0 greedy, 1 boltzmann, 2 epsilon, 3 blunder, "
+                                              "4 policy (a play policy's own choice)"),
     "q_gap": Field(torch.float32, (), "best legal E[Q] minus E[Q] of the move taken"),
     "n_worlds": Field(torch.int64, (), "worlds behind this decision (sampled or enumerated)"),
     "enumerated": Field(torch.bool, (), "all consistent worlds were enumerated"),
@@ -307,7 +308,7 @@ def check_invariants(records: DecisionRecords, atol: float = 1e-4,
     fail((act < 0) | (act >= n_hand), "action_taken out of the current hand")
     fail(~legal.gather(1, act.clamp(0, 6)[:, None])[:, 0], "action_taken is not legal")
     mode = r["exploration_mode"]
-    fail((mode < 0) | (mode > 3), "exploration_mode out of [0, 3]")
+    fail((mode < 0) | (mode > 4), "exploration_mode out of [0, 4]")
     best = torch.where(legal, mean, torch.full_like(mean, float("-inf"))).max(1).values
     taken = mean.gather(1, act.clamp(0, 6)[:, None])[:, 0]
     fail(~(r["q_gap"] >= -atol), "q_gap negative or NaN")

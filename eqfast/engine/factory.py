@@ -31,13 +31,16 @@ def resolve_pipeline(pipeline: str, device) -> str:
 
 
 def pipeline_problem(pipeline: str, device, cfg: EngineConfig, solver_in_step: bool,
-                     own_behaviour: bool = False) -> str | None:
+                     own_behaviour: bool = False, play_policy: bool = False) -> str | None:
     """Why `cfg` cannot run on that pipeline and device (None if it can). solver_in_step:
     the oracle calls the exact solver (exact, or a hybrid); own_behaviour: the posterior has
-    a behaviour model of its own (not the main oracle)."""
+    a behaviour model of its own (not the main oracle); play_policy: the moves come from a
+    play policy (`Engine(play_policy=)`)."""
     if resolve_pipeline(pipeline, device) != "fast":
         return None
     cuda = torch.device(device).type == "cuda"
+    if play_policy:
+        return "--play-policy runs on the reference pipeline only; use --pipeline reference"
     if own_behaviour and cfg.posterior is not None:
         return "--behaviour-oracle runs on the reference pipeline only; use --pipeline reference"
     if cfg.cv_samples is not None:
@@ -58,18 +61,20 @@ def uses_solver(oracle) -> bool:
 
 def build_engine(oracle, cfg: EngineConfig, *, pipeline: str = "auto", backend: str = "auto",
                  device="cpu", graphs: bool | None = None, cv_oracle=None,
-                 behaviour_oracle=None):
+                 behaviour_oracle=None, play_policy=None):
     """The engine for (pipeline, device): `FastEngine` (graphs: None = on CUDA) or `Engine`
-    (with the control variate's and the behaviour model's oracles, if any). ValueError
+    (with the control variate's and the behaviour model's oracles and the play policy, if
+    any). ValueError
     (the text of `pipeline_problem`) for a combination that cannot run."""
     problem = pipeline_problem(pipeline, device, cfg, uses_solver(oracle),
-                               own_behaviour=behaviour_oracle is not None)
+                               own_behaviour=behaviour_oracle is not None,
+                               play_policy=play_policy is not None)
     if problem is not None:
         raise ValueError(problem)
     if resolve_pipeline(pipeline, device) == "fast":
         return FastEngine(oracle, cfg, backend=backend, device=device, graphs=graphs)
     return Engine(oracle, cfg, backend=backend, device=device, cv_oracle=cv_oracle,
-                  behaviour_oracle=behaviour_oracle)
+                  behaviour_oracle=behaviour_oracle, play_policy=play_policy)
 
 
 def pipeline_name(engine) -> str:

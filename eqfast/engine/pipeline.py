@@ -12,7 +12,8 @@ One step for the G games in flight (every game has 28 decisions, so they stay al
     reduce   backend.weighted_moments               E[Q], Var[Q], ESS, u_mean/u_max
     control  (optional) a cheap oracle on the same  E[Q], Var[Q] corrected, cv_se
       variate  worlds and on cv_samples worlds      (moments.control_variate_moments)
-    select   select_actions                         exploration policy
+    select   select_actions                         exploration policy (or a play policy's
+                                                    move: policy_selection)
     record   records_from_step                      schema 2.1 rows (CPU)
     advance  backend.play                           the chosen moves
 
@@ -56,7 +57,7 @@ from ..rules.deal import mix_seeds
 from ..utils.profiling import stage
 from .games import setup_games
 from .moments import Moments, control_variate_moments, control_variate_se, q_histogram
-from .policy import ExplorationConfig, select_actions
+from .policy import ExplorationConfig, policy_selection, select_actions
 from .posterior import PosteriorConfig
 from .records import ControlVariate, outcome_tensors, records_from_step
 from .sampling import world_ranks
@@ -261,13 +262,18 @@ class Engine:
 
     def __init__(self, oracle: Oracle, cfg: EngineConfig = EngineConfig(),
                  backend: str | Backend = "reference", device="cpu",
-                 cv_oracle: Oracle | None = None, behaviour_oracle: Oracle | None = None):
+                 cv_oracle: Oracle | None = None, behaviour_oracle: Oracle | None = None,
+                 play_policy=None):
         """cv_oracle: the control variate's oracle (cheap, correlated with `oracle`), given
         exactly when cfg.cv_samples is set. behaviour_oracle: the oracle whose Q at the last
         K plays defines the posterior's behaviour model (engine.posterior); None = `oracle`.
         A network there makes an exact oracle's posterior ~10x cheaper (its K past
         positions per world are no longer solved), and a control variate with posterior
-        weights needs it: the control's extra worlds need weights too."""
+        weights needs it: the control's extra worlds need weights too.
+        play_policy: where the played moves come from instead of the labels' argmax, an
+        object whose `choose(games)` gives (values [G, 7], slot [G]) in initial-hand slots
+        (`eqfast.stage2.policy.Stage2Play`); the exploration config then acts on its values
+        and the labels are unchanged (`eqfast.engine.policy.policy_selection`)."""
         if (cv_oracle is None) != (cfg.cv_samples is None):
             raise ValueError("a control variate needs both cv_oracle and cfg.cv_samples")
         if cv_oracle is not None and cfg.posterior is not None and behaviour_oracle is None:
@@ -278,6 +284,7 @@ class Engine:
         self.oracle = oracle
         self.cv_oracle = cv_oracle
         self.behaviour_oracle = behaviour_oracle
+        self.play_policy = play_policy
         self.cfg = cfg
         self.device = torch.device(device)
         self.backend = backend if isinstance(backend, Backend) else make_backend(backend, self.device)
@@ -405,7 +412,11 @@ class Engine:
             n = min(2 * n, cfg.max_samples)
 
         with stage("select"):
-            if script is None:
+            if script is None and self.play_policy is not None:
+                values, own = self.play_policy.choose(games)
+                sel = policy_selection(values, own, mom.mean, legal, cfg.exploration,
+                                       self._keys(seeds, decision, STREAM_POLICY))
+            elif script is None:
                 sel = select_actions(mom.mean, legal, cfg.exploration,
                                      self._keys(seeds, decision, STREAM_POLICY))
             else:

@@ -18,6 +18,13 @@ without a tolerance the choice between equal moves would follow the last bit. 1e
 is far below any difference between moves that matters (exact Q values are whole points).
 
 The mode records which mechanism chose, even when it happens to pick the greedy move.
+
+A play policy (`policy_selection`; `eqfast-generate --play-policy`): the moves come from a
+policy's own values (a Stage 2 model's μ) instead of the labels. The mechanisms above run
+on those values (the blunder's regret, the Boltzmann draw and the greedy argmax are the
+policy's), the policy's own greedy choice is recorded as mode 4 (`policy`), not 0, and
+`q_gap` still measures the move taken against the labels, so it can be above 0 at mode 4.
+Mode 0 therefore always means "the argmax of the labels", q_gap 0.
 Recorded with each choice: `q_gap` = best legal E[Q] - E[Q] of the move taken (>= 0),
 and `entropy` = entropy in nats of the temperature-1 softmax of E[Q] over legal moves.
 
@@ -44,8 +51,8 @@ from ..utils.checks import host_checks
 
 from ..utils.rng import uniform_float
 
-MODE_GREEDY, MODE_BOLTZMANN, MODE_EPSILON, MODE_BLUNDER = 0, 1, 2, 3
-MODE_NAMES = ("greedy", "boltzmann", "epsilon", "blunder")
+MODE_GREEDY, MODE_BOLTZMANN, MODE_EPSILON, MODE_BLUNDER, MODE_POLICY = 0, 1, 2, 3, 4
+MODE_NAMES = ("greedy", "boltzmann", "epsilon", "blunder", "policy")
 _C_BLUNDER_COIN, _C_BLUNDER_PICK, _C_EPS_COIN, _C_EPS_PICK, _C_BOLTZMANN = range(5)
 N_DRAWS = 5
 #: E[Q] within this many points of the best legal move count as tied (see the module doc)
@@ -153,4 +160,27 @@ def select_with_uniforms(e_q: torch.Tensor, legal: torch.Tensor, cfg: Exploratio
     log_p = torch.log_softmax(masked, dim=1)
     p = torch.exp(log_p)
     entropy = -torch.where(legal, p * log_p, torch.zeros_like(p)).sum(1)
+    return Selection(slot, mode, q_gap.float(), entropy.float())
+
+
+def policy_selection(values: torch.Tensor, policy_slot: torch.Tensor, e_q: torch.Tensor,
+                     legal: torch.Tensor, cfg: ExplorationConfig, keys: torch.Tensor) -> Selection:
+    """The move of a play policy under the exploration `cfg`, recorded against the labels.
+
+    values [G, 7]: the policy's value of each initial-hand slot (points, actor frame; only
+    legal slots are read); policy_slot [G]: the policy's own choice (its argmax, with its own
+    tie rule); e_q [G, 7]: the labels. The mechanisms of `select_actions` run on `values`
+    with the decision's draws; where none fires the move is `policy_slot` with mode
+    MODE_POLICY. q_gap = best legal e_q - e_q of the move; entropy that of the labels (as
+    `select_actions` has it)."""
+    explore = select_actions(values, legal, cfg, keys)
+    own = explore.mode == MODE_GREEDY
+    slot = torch.where(own, policy_slot.to(explore.slot.device), explore.slot)
+    mode = torch.where(own, torch.full_like(explore.mode, MODE_POLICY), explore.mode)
+    legal = legal.bool()
+    q = e_q.double()
+    masked = torch.where(legal, q, torch.full_like(q, float("-inf")))
+    q_gap = masked.max(1).values - q.gather(1, slot[:, None])[:, 0]
+    log_p = torch.log_softmax(masked, dim=1)
+    entropy = -torch.where(legal, log_p.exp() * log_p, torch.zeros_like(log_p)).sum(1)
     return Selection(slot, mode, q_gap.float(), entropy.float())

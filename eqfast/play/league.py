@@ -12,7 +12,9 @@ Deals. Pair (A, B) plays deals seed_start, seed_start + 1, ... in that order, ea
 same n deals. `DEFAULT_SEED_START` = 3,000,000,000 lies above every seed range the project
 trains, labels or evaluates on (Stage 2 data from 0; oracle labels at DEAL_BASE + 10^7 w,
 below 2 x 10^8, and at 2 x 10^9; oracle evaluations at 10^9; benchmarks at 5..9 x 10^6 and
-8.8 x 10^8; arena runs at 0, 10^6, 2 x 10^6), so no policy has seen a league deal. Seeds
+8.8 x 10^8; arena runs at 0, 10^6, 2 x 10^6) and below eqfast-iterate's (matches of a
+generation against its parent from 4 x 10^9, its games from 10^10:
+eqfast/cli/iterate.py), so no policy has seen a league deal. Seeds
 are 64-bit everywhere (`eqfast.rules.deal`); the E[Q] player's seeds travel as int64.
 
 Stopping. Pairs play in chunks of `chunk_hands`; after each chunk a pair is finished when

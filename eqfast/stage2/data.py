@@ -17,6 +17,11 @@ Per record (docs/DATASET.md, schema 2.1):
                               forced decision (one legal move: nothing to choose, and its
                               value is learned from the other decisions of the position's
                               kind)
+    target   float32 [R, 7]   only with mc_weight λ > 0: the training target, q except at
+                              the slot of the move played (action_taken), where it is
+                              (1 - λ) E[Q] + λ realized_to_go (the Monte Carlo return of that
+                              move as the game went on: same frame and units as E[Q],
+                              docs/DATASET.md); `mc_target`
 
 `data_card` summarizes where the records came from (for the weights file's metadata) and
 `data_hash` fingerprints the shards read, from the SHA-256 their sidecars record.
@@ -36,18 +41,38 @@ from ..data.shards import ShardError, load_records, split_shards
 FORCED_WEIGHT = 0.1
 
 
-def prepare_rows(records: DecisionRecords, forced_weight: float = FORCED_WEIGHT) -> dict:
-    """The compact tensors above, from records of any split."""
+def mc_target(q: torch.Tensor, taken: torch.Tensor, realized: torch.Tensor,
+               mc_weight: float) -> torch.Tensor:
+    """q [R, 7] with the slot `taken` [R] of each row replaced by (1 - mc_weight) q +
+    mc_weight realized [R] (the other slots as they are)."""
+    rows = torch.arange(q.shape[0])
+    target = q.clone()
+    target[rows, taken] = (1.0 - mc_weight) * q[rows, taken] + mc_weight * realized.to(q.dtype)
+    return target
+
+
+def prepare_rows(records: DecisionRecords, forced_weight: float = FORCED_WEIGHT,
+                 mc_weight: float = 0.0) -> dict:
+    """The compact tensors above, from records of any split. mc_weight > 0 needs the
+    outcome field realized_to_go (every eqfast-generate run writes it)."""
     legal = records["legal_mask"].clone()
     q = torch.where(legal, records["e_q_mean"], torch.zeros_like(records["e_q_mean"]))
     s2 = torch.where(legal, label_variance(records).float(), torch.zeros_like(q))
     forced = legal.sum(1) == 1
     weight = torch.where(forced, torch.full(forced.shape, float(forced_weight)),
                          torch.ones(forced.shape))
-    return {"tokens": records["transcript_tokens"].contiguous(),
+    rows = {"tokens": records["transcript_tokens"].contiguous(),
             "lengths": records["transcript_lengths"].clone(),
             "q": q.float().contiguous(), "s2": s2.float().contiguous(),
             "legal": legal.contiguous(), "weight": weight.float()}
+    if mc_weight > 0:
+        if "realized_to_go" not in records:
+            raise ShardError("mc_weight > 0 needs the records' realized_to_go (written by "
+                             "eqfast-generate since the outcome fields exist; these records "
+                             "lack it)")
+        rows["target"] = mc_target(rows["q"], records["action_taken"],
+                                   records["realized_to_go"], mc_weight).contiguous()
+    return rows
 
 
 def load_split(data, split: str) -> tuple[DecisionRecords, list[dict]]:

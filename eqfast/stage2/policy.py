@@ -48,3 +48,44 @@ def stage2_slots(model, games) -> torch.Tensor:
     choice = masked.argmax(1)                                   # first maximum: lowest slot
     slot = slot_of_pos.gather(1, choice[:, None])[:, 0]
     return torch.where(legal.any(1) & (slot >= 0), slot, torch.zeros_like(slot))
+
+
+class Stage2Play:
+    """A Stage 2 model as the engine's play policy (`Engine(play_policy=)`,
+    `eqfast-generate --play-policy stage2[:PATH]`): the moves of the transcripts come from
+    the model while the engine labels every decision as usual. `choose(games)` gives the
+    model's μ in the actor's initial-hand slots (the engine's slot space; 0 at slots no
+    longer held) and the slot `stage2_slots` plays, so with exploration off the games are
+    exactly those of the `stage2` player of eqfast-arena."""
+
+    def __init__(self, model, device="cpu"):
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+
+    @torch.no_grad()
+    def choose(self, games) -> tuple[torch.Tensor, torch.Tensor]:
+        mu, legal, slot_of_pos = stage2_mu(self.model, games)
+        values = torch.zeros(mu.shape[0], 8, dtype=torch.float32, device=mu.device)
+        values.scatter_(1, torch.where(slot_of_pos >= 0, slot_of_pos, 7), mu.float())
+        masked = torch.where(legal, mu.float(), torch.full_like(mu, float("-inf"),
+                                                                dtype=torch.float32))
+        slot = slot_of_pos.gather(1, masked.argmax(1)[:, None])[:, 0]
+        return values[:, :7], slot
+
+
+def play_policy_from_spec(spec: str, device="cpu"):
+    """(play policy, identity) of an `eqfast-generate --play-policy` spec: 'stage2' (the
+    shipped model) or 'stage2:PATH'. ValueError naming the problem."""
+    import hashlib
+    from pathlib import Path
+
+    from .weights import DEFAULT_STAGE2, load_stage2
+
+    if spec != "stage2" and not spec.startswith("stage2:"):
+        raise ValueError(f"unknown play policy {spec!r} (choose stage2 or stage2:PATH)")
+    path = Path(spec[len("stage2:"):]) if spec != "stage2" else DEFAULT_STAGE2
+    if not path.is_file():
+        raise ValueError(f"{spec}: no such Stage 2 weights file {path}")
+    model = load_stage2(path)
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    return Stage2Play(model, device), {"name": spec, "path": str(path), "sha256": sha}

@@ -12,6 +12,12 @@ Loss (units of Q/42, docs/STAGE2.md):
                     head learns how far the label lies from μ beyond the sampling noise.
 
 w_r is 1, or `forced_weight` (default 0.1) for a decision with one legal move.
+
+`mc_weight` λ > 0 replaces E[Q] in every term above, at the slot of the move actually
+played only, by (1 - λ) E[Q] + λ realized_to_go: the Monte Carlo return of that move in
+the game as it was played (stage2/data.py `mc_target`). The other slots keep E[Q]; the
+label variance s² of the nll term is left as it is. Evaluation (regret, MSE, agreement)
+is always against E[Q].
 `centered_weight` c > 0 adds c times the same weighted mean of ((μ - E[Q]) - its mean over
 the decision's legal moves)²: the error in the differences between moves, which alone
 decide the argmax, against the error in the position's overall level.
@@ -54,7 +60,10 @@ from .weights import load_stage2_with_meta, save_stage2
 LOSSES = ("mse", "nll")
 #: arguments a resumed run must share with the checkpoint (the others may change)
 RESUME_KEYS = ("arch", "loss", "forced_weight", "centered_weight", "steps", "batch", "lr",
-               "weight_decay", "warmup", "min_lr_frac", "seed", "time_budget", "init")
+               "weight_decay", "warmup", "min_lr_frac", "seed", "time_budget", "init",
+               "mc_weight")
+#: the value a checkpoint written before a RESUME_KEYS entry existed had
+RESUME_DEFAULTS = {"mc_weight": 0.0}
 #: default forwards per training step, each on the batch's rows of similar length trimmed
 #: to their longest (model.forward_by_length): 66 ms a step instead of 119 for the default
 #: model (256 records, one thread of the 2-core VM; 2 groups 74 ms, 6 and 8 groups 64-65)
@@ -84,6 +93,7 @@ class TrainConfig:
     time_budget: float | None = None  # seconds of training wall time; schedule over time
     init: str | None = None      # start from these Stage 2 weights (same architecture)
     length_groups: int = LENGTH_GROUPS  # forwards per step by length; float rounding only
+    mc_weight: float = 0.0       # λ: played move's target (1 - λ) E[Q] + λ realized_to_go
 
 
 def check_train_config(cfg: TrainConfig) -> None:
@@ -97,6 +107,8 @@ def check_train_config(cfg: TrainConfig) -> None:
         raise ValueError(f"forced_weight must be in [0, 1], got {cfg.forced_weight}")
     if not cfg.centered_weight >= 0:
         raise ValueError(f"centered_weight must be >= 0, got {cfg.centered_weight}")
+    if not 0 <= cfg.mc_weight <= 1:
+        raise ValueError(f"mc_weight must be in [0, 1], got {cfg.mc_weight}")
     for name in ("steps", "batch", "eval_every", "ckpt_every", "val_rows"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
@@ -132,7 +144,7 @@ def stage2_loss(mu: torch.Tensor, log_var: torch.Tensor, batch: dict, loss: str 
     legal = batch["legal"].to(mu.dtype)
     w = batch["weight"][:, None] * legal
     denom = w.sum().clamp(min=1e-12)
-    diff = (mu - batch["q"]) / Q_SCALE
+    diff = (mu - batch.get("target", batch["q"])) / Q_SCALE
     total = (w * diff ** 2).sum() / denom
     if centered_weight > 0:
         mean = (diff * legal).sum(1, keepdim=True) / legal.sum(1, keepdim=True).clamp(min=1)
@@ -181,8 +193,9 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     card = data_card(cfg.data, {"train": (train_records, train_metas),
                                 "val": (val_records, val_metas)})
     dh = data_hash(cfg.data)
-    train_rows = prepare_rows(train_records, cfg.forced_weight)
-    val_rows = {k: v[:cfg.val_rows] for k, v in prepare_rows(val_records, cfg.forced_weight).items()}
+    train_rows = prepare_rows(train_records, cfg.forced_weight, cfg.mc_weight)
+    val_rows = {k: v[:cfg.val_rows] for k, v in
+                prepare_rows(val_records, cfg.forced_weight, cfg.mc_weight).items()}
     del train_records, val_records
 
     run.mkdir(parents=True, exist_ok=True)
@@ -198,6 +211,8 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
         saved = state.get("config", {})
         if isinstance(saved.get("arch"), dict):     # keys added since fill in their default
             saved["arch"] = {**CONFIG_OPTIONAL, **saved["arch"]}
+        for k, v in RESUME_DEFAULTS.items():
+            saved.setdefault(k, v)
         changed = [k for k in RESUME_KEYS if saved.get(k) != asdict(cfg)[k]]
         if changed:
             raise ValueError(f"{ckpt}: the run was started with other settings ("
@@ -253,7 +268,8 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
                           "records_seen": state["records_seen"], "wall_s": round(state["wall_s"], 1),
                           "batch": cfg.batch, "lr": cfg.lr, "loss": cfg.loss,
                           "forced_weight": cfg.forced_weight,
-                          "centered_weight": cfg.centered_weight, "device": device_name,
+                          "centered_weight": cfg.centered_weight, "mc_weight": cfg.mc_weight,
+                          "device": device_name,
                           "time_budget_s": cfg.time_budget, "init": state.get("init"),
                           "data_card": card}
             val_metrics = {"split": "val", **metrics}
