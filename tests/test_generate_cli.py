@@ -270,3 +270,52 @@ def test_cpu_default_labels_are_exact_with_budgets_by_trick(tmp_path, capsys):
         assert meta["oracle"]["name"] == "exact" and meta["control_variate"] is None, extra
         assert "cv_shift" not in records, extra
     assert "warning" not in capsys.readouterr().err
+
+
+def test_huge_games_plans_seed_ranges_lazily(tmp_path, capsys, monkeypatch):
+    """--games 10**6 (or 10**9) plans its seed ranges as it goes: nothing per game or per
+    batch is allocated before the first batch is played."""
+    import tracemalloc
+    from eqfast.cli import generate
+
+    seen = {}
+
+    class OneBatch:
+        backend, device, world_rows, oracle_rows = type("B", (), {"name": "x"}), "cpu", 0, 0
+
+        def run(self, batches, sink, on_batch=None):
+            seen["first"] = next(iter(batches))
+            seen["peak"] = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            return 0
+
+    def build_engine(*a, **kw):
+        tracemalloc.start()
+        return OneBatch()
+
+    monkeypatch.setattr(generate, "build_engine", build_engine)
+    assert main(["--out", str(tmp_path / "ds"), "--games", str(10**6), "--games-per-batch", "1",
+                 *FAST]) == 0
+    assert seen["first"] == [0]
+    assert seen["peak"] < 2_000_000, seen["peak"]
+
+
+def test_pending_count_equals_the_ranges_planned():
+    """The progress total counted without listing ranges equals what the plan yields, for
+    any batch size, rank, world size and set of ranges already written."""
+    import random
+    from eqfast.cli.generate import owned_ranges, pending_count, pending_ranges
+
+    rng = random.Random(5)
+    for _ in range(300):
+        start, n, per, world = rng.randrange(20), rng.randrange(1, 60), rng.randrange(1, 7), \
+            rng.randrange(1, 4)
+        rank = rng.randrange(world)
+        done = []
+        for _ in range(rng.randrange(4)):
+            lo = rng.randrange(80)
+            done.append((lo, lo + rng.randrange(8)))
+        planned = owned_ranges(pending_ranges(start, n, per, done), start, per, rank, world)
+        want = sum(hi - lo + 1 for lo, hi in planned)
+        assert pending_count(start, start + n, done, per, rank, world) == want, \
+            (start, n, per, world, rank, done)

@@ -305,6 +305,34 @@ def owned_ranges(ranges, seed_start: int, per_batch: int, rank: int, world: int)
             lo = end + 1
 
 
+def owned_seeds(lo: int, end: int, seed_start: int, per_batch: int, rank: int,
+                world: int) -> int:
+    """How many seeds of [lo, end) lie in this rank's batches (`batch_rank`), counted
+    without listing them."""
+    def below(x: int) -> int:                     # owned seeds of [seed_start, x)
+        full, rest = divmod(max(0, x - seed_start), per_batch * world)
+        return full * per_batch + min(per_batch, max(0, rest - rank * per_batch))
+    return below(max(lo, end)) - below(lo)
+
+
+def pending_count(seed_start: int, end: int, done, per_batch: int, rank: int,
+                  world: int) -> int:
+    """The seeds of [seed_start, end) in this rank's batches that no range of `done`
+    covers: what owned_ranges(pending_ranges(...)) yields, counted in O(len(done))."""
+    count = owned_seeds(seed_start, end, seed_start, per_batch, rank, world)
+    merged: list[list[int]] = []
+    for lo, hi in sorted(done):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    for lo, hi in merged:
+        lo, stop = max(lo, seed_start), min(hi + 1, end)
+        if lo < stop:
+            count -= owned_seeds(lo, stop, seed_start, per_batch, rank, world)
+    return count
+
+
 def batch_owner(args):
     """Whether this rank owns the batch that holds seed `lo` (see owned_ranges)."""
     return lambda lo: batch_rank(lo, args.seed_start, args.games_per_batch,
@@ -526,11 +554,12 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
     done = completed_seed_ranges(args.out) + redo_all
     pending = owned_ranges(pending_ranges(args.seed_start, n_games, args.games_per_batch, done),
                            args.seed_start, args.games_per_batch, args.rank, args.world_size)
-    todo = redo + list(pending) if n_games is not None else None
-    total_games = sum(hi - lo + 1 for lo, hi in todo) if todo is not None else None
+    # planned as it goes: a huge --games allocates nothing per batch up front
+    total_games = (None if end is None else sum(hi - lo + 1 for lo, hi in redo)
+                   + pending_count(args.seed_start, end, done, args.games_per_batch, args.rank,
+                                   args.world_size))
     formats = ("safetensors", "pt") if args.format == "pt" else ("safetensors",)
-    ranges = iter(todo) if todo is not None else itertools.chain(redo, pending)
-    batches = (list(range(lo, hi + 1)) for lo, hi in ranges)
+    batches = (list(range(lo, hi + 1)) for lo, hi in itertools.chain(redo, pending))
     interrupt = _Interrupt()
     old_handler = signal.signal(signal.SIGINT, interrupt)
     written_games = 0
