@@ -224,9 +224,10 @@ def _cell(v) -> str:
     return html.escape(f"{v:.3f}" if isinstance(v, float) else str(v))
 
 
-def write_report(source, out) -> dict:
+def write_report(source, out, skip=()) -> dict:
     """Draw the report of `source` (a dataset directory or shard, or a training run
-    directory) into `out` (.png or .html), atomically. Returns what was drawn."""
+    directory) into `out` (.png or .html), atomically, less the shards `skip` names
+    (load_records). Returns what was drawn."""
     from ..data.shards import load_records
     from ..utils.atomic import atomic_write_bytes
 
@@ -240,7 +241,7 @@ def write_report(source, out) -> dict:
                                                  "q_mae", "accuracy")}
                          for p in numbers["history"]])
     else:
-        records, _ = load_records(source)
+        records, _ = load_records(source, skip=skip)
         if len(records) == 0:
             raise ValueError(f"{source}: no records to draw")
         numbers = dataset_figures(records)

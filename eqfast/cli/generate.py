@@ -4,7 +4,9 @@ Games are identified by their seed (deal, declarer and declaration follow from i
 eqfast.engine.games). The run covers seeds [--seed-start, --seed-start + --games) in
 batches of --games-per-batch; each batch is written as one shard per split
 (train/val/test, a stable hash of the game seed) named by its seed range. A batch whose
-three sidecars exist is complete and skipped, so re-running the same command resumes.
+three sidecars exist is complete and skipped, so re-running the same command resumes;
+a skipped shard is first checked against its sidecar (size, SHA-256), and a damaged one is
+moved to <out>/damaged/ and its range generated again.
 
 Ctrl+C finishes the batch in flight and writes it (a second Ctrl+C drops it); shards are
 written atomically, so an interrupted run never loses or corrupts a saved shard. A run
@@ -25,8 +27,8 @@ import torch
 
 from ..data.schema import InvariantError
 from ..data.shards import (OutputError, ShardError, completed_seed_ranges,
-                           incomplete_seed_ranges, lock_output, output_problem, run_metadata,
-                           write_split_shards)
+                           damaged_shards, incomplete_seed_ranges, lock_output, move_aside, range_of,
+                           output_problem, run_metadata, write_split_shards)
 from ..engine.factory import build_engine, resolve_pipeline
 from ..engine.pipeline import ORACLE_PRECISIONS, EngineConfig
 from ..engine.policy import ExplorationConfig
@@ -532,6 +534,19 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
     cv_oracle, cv_identity = extra.get("control_variate", (None, None))
     behaviour_oracle, behaviour_identity = extra.get("behaviour_oracle", (None, None))
     settings = run_settings(cfg, identity, cv_identity, behaviour_identity)
+    n_games = None if args.target_games == 0 else (args.target_games or args.games)
+    mine = batch_owner(args)
+    end = None if n_games is None else args.seed_start + n_games
+    # the saved ranges this run would skip are checked against their sidecars first; a
+    # damaged one is moved aside, so that it counts as unfinished and is played again
+    skipped = [r for r in completed_seed_ranges(args.out)
+               if r[1] >= args.seed_start and (end is None or r[0] < end) and mine(r[0])]
+    for path, why in damaged_shards(args.out, skipped):
+        moved = move_aside(args.out, path)
+        where = ", ".join(str(dst.relative_to(args.out)) for _, dst in moved) or "nothing to move"
+        lo, hi = range_of(path)
+        print(f"eqfast-generate: damaged shard {path.relative_to(args.out)} ({why}): moved "
+              f"aside to {where}; seeds {lo}..{hi} are played again", file=sys.stderr)
     problem = resume_conflict(args.out, settings)
     if problem is not None:
         print(f"eqfast-generate: {problem}", file=sys.stderr)
@@ -541,9 +556,6 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
                           device=args.device, graphs=False if args.no_graphs else None,
                           cv_oracle=cv_oracle, behaviour_oracle=behaviour_oracle)
 
-    n_games = None if args.target_games == 0 else (args.target_games or args.games)
-    mine = batch_owner(args)
-    end = None if n_games is None else args.seed_start + n_games
     # a range with a file missing is played again with its own bounds, so that the new
     # shards replace the old ones instead of overlapping them
     redo_all = [(lo, hi) for lo, hi in incomplete_seed_ranges(args.out)

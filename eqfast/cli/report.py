@@ -25,6 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a dataset directory (train/ val/ test/), a split directory or a shard "
                          "file; or a training run directory (it holds history.jsonl)")
     ap.add_argument("--out", required=True, type=Path, help="report file: .png or .html")
+    ap.add_argument("--skip-shard", action="append", default=[], metavar="[SPLIT/]SHARD",
+                    help="leave this shard out (e.g. train/shard_000001-000001; repeatable): "
+                         "read the rest of a dataset with a damaged shard; eqfast-generate on "
+                         "the directory regenerates it")
     return ap
 
 
@@ -36,7 +40,7 @@ def main(argv=None) -> int:
     from ..data.shards import ShardError
     try:
         from ..analysis.report import write_report
-        done = write_report(a.source, a.out)
+        done = write_report(a.source, a.out, skip=a.skip_shard)
     except (ImportError, ValueError, ShardError) as e:
         print(f"eqfast-report: {e}", file=sys.stderr)
         return 2

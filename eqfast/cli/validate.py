@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", type=Path,
                    help="a shard (.safetensors/.json/.pt) or a dataset directory")
     p.add_argument("--split", default="all", help="dataset directory: train, val, test or all")
+    p.add_argument("--skip-shard", action="append", default=[], metavar="[SPLIT/]SHARD",
+                   help="leave this shard out (e.g. train/shard_000001-000001; repeatable): "
+                        "read the rest of a dataset with a damaged shard; eqfast-generate on "
+                        "the directory regenerates it")
     p.add_argument("--recompute", type=int, nargs="?", const=32, default=None, metavar="K",
                    help="recompute K sampled records with fresh worlds (K defaults to 32)")
     p.add_argument("--outcomes", action="store_true",
@@ -313,7 +317,10 @@ def validate(args) -> dict:
     problem = device_problem(args.device)
     if problem is not None:
         raise UsageError(problem)
-    records, metas = load_records(args.path, args.split)
+    records, metas = load_records(args.path, args.split, skip=args.skip_shard)
+    for name in args.skip_shard:
+        print(f"eqfast-validate: skipping {name} (--skip-shard): its games are not validated",
+              file=sys.stderr)
     if len(records) == 0:
         raise UsageError(f"{args.path} (split {args.split}): no records")
     meta = run_metadata(metas)

@@ -281,6 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start", type=int, default=0, help="first record index")
     p.add_argument("--game", type=int, default=None, help="start at this game_idx")
     p.add_argument("--debug", action="store_true", help="include per-world Q and weights")
+    p.add_argument("--skip-shard", action="append", default=[], metavar="[SPLIT/]SHARD",
+                   help="leave this shard out (e.g. train/shard_000001-000001; repeatable): "
+                        "read the rest of a dataset with a damaged shard; eqfast-generate on "
+                        "the directory regenerates it")
     p.add_argument("--coverage", action="store_true",
                    help="dataset directory: list the seed ranges written (whatever process or "
                         "rank wrote them), the unfinished ones and the gaps between them, "
@@ -323,10 +327,13 @@ def main(argv=None) -> int:
         print("unfinished: " + (", ".join(span(r) for r in c["unfinished"]) or "none"))
         return 0
     try:
-        records, _ = load_records(args.path, args.split)
+        records, _ = load_records(args.path, args.split, skip=args.skip_shard)
     except ShardError as e:
         print(f"eqfast-view: {e}", file=sys.stderr)
         return 2
+    for name in args.skip_shard:
+        print(f"eqfast-view: skipping {name} (--skip-shard): its games are not shown",
+              file=sys.stderr)
     if len(records) == 0:
         print(f"eqfast-view: {args.path} (split {args.split}): the shards hold no records",
               file=sys.stderr)

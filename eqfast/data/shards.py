@@ -246,7 +246,7 @@ def _read_pt(path: Path) -> tuple[DecisionRecords, dict]:
     return _check_records(obj, path), metadata
 
 
-def _range_of(path: Path) -> tuple[int, int] | None:
+def range_of(path: Path) -> tuple[int, int] | None:
     """(lo, hi) of a file named shard_<lo>-<hi>.<ext>, None for any other name."""
     m = _SHARD_RE.fullmatch(path.stem)
     return (int(m.group(1)), int(m.group(2))) if m else None
@@ -264,11 +264,39 @@ def check_disjoint(ranges: list[tuple[int, int]], where) -> None:
 
 def _named_ranges(folder: Path, ext: str) -> set[tuple[int, int]]:
     """Seed ranges of the files shard_<lo>-<hi>.<ext> in folder."""
-    return {r for f in folder.glob(f"shard_*.{ext}") if (r := _range_of(f)) is not None}
+    return {r for f in folder.glob(f"shard_*.{ext}") if (r := range_of(f)) is not None}
 
 
-def split_shards(folder) -> list[Path]:
-    """The tensor files of the shards in one split directory, in seed order.
+def parse_skip(names) -> set[tuple[str | None, str]]:
+    """--skip-shard values ('train/shard_000001-000001', with or without a file suffix or
+    a leading directory; a bare 'shard_...' means every split) as {(split or None, stem)}."""
+    out = set()
+    for name in names or ():
+        path = Path(name)
+        stem = path.name
+        for ext in (".safetensors", ".json", ".pt"):
+            stem = stem.removesuffix(ext)
+        if _SHARD_RE.fullmatch(stem) is None:
+            raise ShardError(f"--skip-shard {name}: not a shard name (expected "
+                             "[SPLIT/]shard_<lo>-<hi>, e.g. train/shard_000001-000001)")
+        split = path.parent.name if path.parent.name in SPLIT_NAMES else None
+        out.add((split, stem))
+    return out
+
+
+def _skipped(folder: Path, lo: int, hi: int, skip) -> bool:
+    stem = shard_name(lo, hi)
+    return (None, stem) in skip or (folder.name, stem) in skip
+
+
+def _skip_hint(folder: Path, lo: int, hi: int) -> str:
+    return (f" (--skip-shard {folder.name}/{shard_name(lo, hi)} reads the other shards "
+            "without it)")
+
+
+def split_shards(folder, skip=()) -> list[Path]:
+    """The tensor files of the shards in one split directory, in seed order, less those
+    `skip` names (parse_skip's pairs: a reader's --skip-shard).
 
     Every reader lists shards through here, so all of them refuse the same things with a
     ShardError naming the file: a sidecar whose tensor file is missing (its games would be
@@ -277,15 +305,19 @@ def split_shards(folder) -> list[Path]:
     """
     folder = Path(folder)
     sidecars, tensors = _named_ranges(folder, "json"), _named_ranges(folder, "safetensors")
+    if skip:
+        sidecars = {r for r in sidecars if not _skipped(folder, *r, skip)}
+        tensors = {r for r in tensors if not _skipped(folder, *r, skip)}
     for lo, hi in sorted(sidecars ^ tensors):
         base = folder / shard_name(lo, hi)
         if (lo, hi) in sidecars:
             raise ShardError(f"{base}.safetensors: tensor file missing (its sidecar {base.name}"
                              f".json is there): the games of seeds {lo}..{hi} are lost; re-run "
-                             "eqfast-generate on this directory to regenerate them")
+                             "eqfast-generate on this directory to regenerate them"
+                             + _skip_hint(folder, lo, hi))
         raise ShardError(f"{base}.safetensors: no sidecar {base.name}.json (a write that never "
                          f"finished); re-run eqfast-generate on this directory to regenerate "
-                         f"seeds {lo}..{hi}")
+                         f"seeds {lo}..{hi}" + _skip_hint(folder, lo, hi))
     check_disjoint(list(sidecars), folder)
     return [folder / f"{shard_name(lo, hi)}.safetensors" for lo, hi in sorted(sidecars)]
 
@@ -324,14 +356,90 @@ def incomplete_seed_ranges(root) -> list[tuple[int, int]]:
 
 
 def run_metadata(root) -> dict | None:
-    """The metadata of one completed shard under root (None if there is none)."""
+    """The metadata of the first completed shard under root whose sidecar reads (None if
+    there is none; ShardError naming the first if none reads)."""
+    first = None
     for lo, hi in completed_seed_ranges(root):
         side = _sidecar(shard_path(root, SPLIT_NAMES[0], lo, hi))
         try:
-            return json.loads(side.read_text(encoding="utf-8"))["metadata"]
-        except (OSError, ValueError, KeyError) as e:
-            raise ShardError(f"{side}: corrupted sidecar ({type(e).__name__}: {e})") from None
+            meta = json.loads(side.read_text(encoding="utf-8"))["metadata"]
+            if isinstance(meta, dict):
+                return meta
+            raise ValueError("'metadata' is not an object")
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            first = first or ShardError(f"{side}: corrupted sidecar ({type(e).__name__}: {e})")
+    if first is not None:
+        raise first
     return None
+
+
+#: where a resume moves the files of a damaged shard (root/DAMAGED_DIR/<split>/<file>)
+DAMAGED_DIR = "damaged"
+
+
+def shard_problem(path) -> str | None:
+    """Why the shard whose tensor file is `path` does not match its sidecar (None if it
+    does): files that are not plain files, a sidecar that does not parse or lacks its
+    "shard" entry, a tensor file of another size or SHA-256. Reads the tensor file once,
+    without deserializing it."""
+    path = Path(path)
+    side = _sidecar(path)
+    for p in (side, path):
+        if not p.is_file():
+            return f"{p.name} is {'a directory' if p.is_dir() else 'missing or not a file'}"
+    try:
+        info = json.loads(side.read_text(encoding="utf-8"))["shard"]
+        expected_bytes, expected_sha = int(info["bytes"]), str(info["sha256"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"sidecar {side.name} unreadable ({type(e).__name__}: {e})"
+    try:
+        size = path.stat().st_size
+        if size != expected_bytes:
+            return f"{size} bytes, the sidecar says {expected_bytes}"
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as e:
+        return f"unreadable ({e.strerror})"
+    if digest.hexdigest() != expected_sha:
+        return "SHA-256 differs from the sidecar's"
+    return None
+
+
+def damaged_shards(root, ranges) -> list[tuple[Path, str]]:
+    """(tensor file, problem) of every shard of the seed `ranges` under root (any split)
+    that `shard_problem` finds wrong: what a resume must not skip."""
+    found = []
+    for lo, hi in ranges:
+        for split in SPLIT_NAMES:
+            path = shard_path(root, split, lo, hi)
+            problem = shard_problem(path)
+            if problem is not None:
+                found.append((path, problem))
+    return found
+
+
+def move_aside(root, path) -> list[tuple[Path, Path]]:
+    """Move every file of the shard at `path` (.safetensors, .json, .pt; a directory in
+    their place too) to root/DAMAGED_DIR/<split>/, with a numbered suffix when that name is
+    taken. Returns (from, to) pairs. The seed range is then incomplete, so a resume plays
+    it again."""
+    root, path = Path(root), Path(path)
+    aside = root / DAMAGED_DIR / path.parent.name
+    aside.mkdir(parents=True, exist_ok=True)
+    moved = []
+    for ext in (".safetensors", ".json", ".pt"):
+        src = path.with_suffix(ext)
+        if not (src.exists() or src.is_symlink()):
+            continue
+        dst, k = aside / src.name, 0
+        while dst.exists() or dst.is_symlink():
+            k += 1
+            dst = aside / f"{src.name}.{k}"
+        os.replace(src, dst)
+        moved.append((src, dst))
+    return moved
 
 
 # ---------------------------------------------------------------------------- the writer
@@ -446,14 +554,16 @@ def _prepare_splits(root: Path, owns: Callable[[int], bool] | None = None) -> li
     return removed
 
 
-def load_records(path, split: str = "all") -> tuple[DecisionRecords, list[dict]]:
+def load_records(path, split: str = "all", skip=()) -> tuple[DecisionRecords, list[dict]]:
     """(records sorted by (game, decision), metadata of each shard read).
 
     path: a shard file (.safetensors/.json/.pt), a split directory of shards, or a dataset
     root with train/ val/ test/ (split picks one, "all" reads every split present).
-    Raises ShardError with a message naming the path.
+    skip: shard names left out (a reader's --skip-shard; see parse_skip); a name that
+    matches no shard is an error. Raises ShardError with a message naming the path.
     """
     path = Path(path)
+    skip = parse_skip(skip)
     if not path.exists():
         raise ShardError(f"{path}: no such file or directory")
     if path.is_file():
@@ -464,12 +574,25 @@ def load_records(path, split: str = "all") -> tuple[DecisionRecords, list[dict]]
     if split != "all" and split not in SPLIT_NAMES:
         raise ShardError(f"--split must be one of {SPLIT_NAMES} or 'all', got {split!r}")
     dirs = [path / s for s in (SPLIT_NAMES if split == "all" else (split,))]
-    files = [f for d in dirs for f in split_shards(d)]
+    files = [f for d in dirs for f in split_shards(d, skip)]
     if not files:
-        files = split_shards(path)                             # a split directory itself
+        dirs = [path]
+        files = split_shards(path, skip)                       # a split directory itself
+    for where, stem in sorted(skip, key=str):
+        if not any((d / f"{stem}{ext}").exists() for d in dirs
+                   if where is None or d.name == where for ext in (".json", ".safetensors")):
+            raise ShardError(f"--skip-shard {where + '/' if where else ''}{stem}: no such shard "
+                             f"under {path}")
     if not files:
         where = path / split if split != "all" else path
         raise ShardError(f"{where}: no shards (expected shard_*.safetensors"
                          f"{' under train/ val/ test/' if split == 'all' else ''})")
-    parts, metas = zip(*(read_shard(f) for f in files))
-    return DecisionRecords.cat(parts).sort_by_game(), list(metas)
+    parts, metas = [], []
+    for f in files:
+        try:
+            records, meta = read_shard(f)
+        except ShardError as e:
+            raise ShardError(f"{e}{_skip_hint(f.parent, *range_of(f))}") from None
+        parts.append(records)
+        metas.append(meta)
+    return DecisionRecords.cat(parts).sort_by_game(), metas
