@@ -516,7 +516,9 @@ def main(argv=None) -> int:
             return 2
     try:
         rank = args.rank if args.world_size > 1 else None
-        with lock_output(args.out, rank=rank, owns=batch_owner(args)) as removed:
+        plan = {"seed_start": args.seed_start, "games_per_batch": args.games_per_batch,
+                "world_size": args.world_size}
+        with lock_output(args.out, rank=rank, owns=batch_owner(args), plan=plan) as removed:
             if removed:
                 print(f"eqfast-generate: removed {len(removed)} temporary file(s) of an "
                       f"interrupted write under {args.out}", file=sys.stderr)

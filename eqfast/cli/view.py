@@ -20,6 +20,7 @@ not a terminal).
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
 from pathlib import Path
@@ -306,8 +307,13 @@ def coverage(root) -> dict:
         else:
             spans.append([lo, hi])
     gaps = [[a[1] + 1, b[0] - 1] for a, b in zip(spans, spans[1:])]
-    return {"games": sum(hi - lo + 1 for lo, hi in done), "shards": len(done),
-            "spans": spans, "gaps": gaps,
+    # ranges that share seeds (runs of other batch sizes): each game counts once
+    overlaps = []
+    for i, a in enumerate(done):                  # sorted by first seed
+        for b in itertools.takewhile(lambda b: b[0] <= a[1], done[i + 1:]):
+            overlaps.append([list(a), list(b)])
+    return {"games": sum(hi - lo + 1 for lo, hi in spans), "shards": len(done),
+            "spans": spans, "gaps": gaps, "overlaps": overlaps,
             "unfinished": [list(r) for r in incomplete_seed_ranges(root)]}
 
 
@@ -325,6 +331,10 @@ def main(argv=None) -> int:
         print("written:    " + (", ".join(span(r) for r in c["spans"]) or "nothing"))
         print("gaps:       " + (", ".join(span(r) for r in c["gaps"]) or "none"))
         print("unfinished: " + (", ".join(span(r) for r in c["unfinished"]) or "none"))
+        if c["overlaps"]:
+            print("overlaps:   " + ", ".join(f"{span(a)} with {span(b)}" for a, b in c["overlaps"])
+                  + " (the readers refuse these: remove one range of each pair)")
+            return 1
         return 0
     try:
         records, _ = load_records(args.path, args.split, skip=args.skip_shard)

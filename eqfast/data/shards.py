@@ -460,9 +460,50 @@ def output_problem(root) -> str | None:
     return None
 
 
+#: the plan the ranks of a directory share (first seed, games per batch, world size)
+PLAN_NAME = ".eqfast-generate.plan.json"
+
+
+def agree_on_plan(root, plan: dict) -> str | None:
+    """Record `plan` ({flag name: value} of the flags that decide which rank owns which
+    batch) as root/PLAN_NAME if no rank did yet, else compare it with the recorded one: why
+    they differ, or None. The file is made by linking a complete temporary file, so two
+    ranks that start together see one plan, whole."""
+    root = Path(root)
+    target = root / PLAN_NAME
+    text = json.dumps(plan, sort_keys=True) + "\n"
+    if not target.exists():
+        fd, tmp = tempfile.mkstemp(prefix=".plan.", suffix=".tmp", dir=root)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(tmp, target)
+            return None
+        except FileExistsError:
+            pass                                   # another rank recorded it first
+        finally:
+            os.unlink(tmp)
+    try:
+        recorded = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return f"--out {root}: {target} is unreadable ({e}); delete it if no rank is running"
+    differ = [k for k in sorted(set(plan) | set(recorded)) if plan.get(k) != recorded.get(k)]
+    if not differ:
+        return None
+    flags = lambda d: " ".join(f"--{k.replace('_', '-')} {d.get(k)}" for k in sorted(d))  # noqa: E731
+    return (f"--out {root}: its ranks share the plan {flags(recorded)} ({target.name}); this "
+            f"rank's {', '.join('--' + k.replace('_', '-') for k in differ)} differ "
+            f"({flags({k: plan.get(k) for k in differ})}): its batches would overlap the "
+            "other ranks' and leave gaps. Start every rank with the same plan, or delete "
+            f"{target} once no rank of that plan is left to run")
+
+
 @contextlib.contextmanager
 def lock_output(root, rank: int | None = None,
-                owns: Callable[[int], bool] | None = None) -> Iterator[list[Path]]:
+                owns: Callable[[int], bool] | None = None,
+                plan: dict | None = None) -> Iterator[list[Path]]:
     """Make `root` and its split directories, and hold the directory's writer lock for the
     body; yields the temporary files of killed writes it removed.
 
@@ -477,7 +518,9 @@ def lock_output(root, rank: int | None = None,
     array): LOCK_NAME is held shared, so the ranks of one run coexist while a plain writer
     is excluded, and root/LOCK_NAME.rank<k> exclusively, so one rank runs once. Only the
     temporary files of ranges whose first seed `owns` accepts (this rank's) are removed:
-    the others may be another rank's writes in progress.
+    the others may be another rank's writes in progress. With `plan`, a rank first agrees
+    on it with the directory's other ranks (`agree_on_plan`; OutputError if it differs), so
+    that `owns` is the same partition for all of them.
     """
     root = Path(root)
     problem = output_problem(root)
@@ -490,6 +533,10 @@ def lock_output(root, rank: int | None = None,
     try:
         for name, mode in names:
             fds.append(_take_lock(root, name, mode, rank))
+        if rank is not None and plan is not None:
+            problem = agree_on_plan(root, plan)
+            if problem is not None:
+                raise OutputError(problem)
         yield _prepare_splits(root, owns if rank is not None else None)
     finally:
         for fd in fds:
