@@ -274,3 +274,15 @@ def test_network_path_defers_audited_rows_to_the_solver():
     assert "network" in r["values"] and "network values" in r["labels"]["p_upper"]
     assert "first_lead" not in col(r, 9) and "p_upper_fixed_lead" not in cells[0]
     assert a["deferred_rows"] >= 0
+
+
+def test_table_probability_never_rounds_to_a_wrong_value():
+    """p in [0.995, 1) used to print as '.00' (the formatter cut '1.00' to '.00'); p just
+    above 0 as '.00'. Neither 1 nor 0 is printed for a p that is neither."""
+    from eqfast.bidding.report import _p
+
+    assert _p(1.0) == " 1  " and _p(0.0) == " 0  "
+    assert _p(0.5) == " .50" and _p(0.994) == " .99"
+    assert _p(0.996) == ">.99" and _p(0.9999) == ">.99"
+    assert _p(0.004) == "<.01" and _p(0.005) == " .01"
+    assert all(len(_p(x / 1000)) == 4 for x in range(1001))
