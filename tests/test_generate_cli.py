@@ -276,7 +276,7 @@ def test_huge_games_plans_seed_ranges_lazily(tmp_path, capsys, monkeypatch):
     """--games 10**6 (or 10**9) plans its seed ranges as it goes: nothing per game or per
     batch is allocated before the first batch is played."""
     import tracemalloc
-    from eqfast.cli import generate
+    from eqfast.engine import factory
 
     seen = {}
 
@@ -293,7 +293,7 @@ def test_huge_games_plans_seed_ranges_lazily(tmp_path, capsys, monkeypatch):
         tracemalloc.start()
         return OneBatch()
 
-    monkeypatch.setattr(generate, "build_engine", build_engine)
+    monkeypatch.setattr(factory, "build_engine", build_engine)
     assert main(["--out", str(tmp_path / "ds"), "--games", str(10**6), "--games-per-batch", "1",
                  *FAST]) == 0
     assert seen["first"] == [0]
@@ -319,3 +319,43 @@ def test_pending_count_equals_the_ranges_planned():
         want = sum(hi - lo + 1 for lo, hi in planned)
         assert pending_count(start, start + n, done, per, rank, world) == want, \
             (start, n, per, world, rank, done)
+
+
+@pytest.mark.parametrize("delay", [0.3, 0.8, 1.5])
+def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path, delay):
+    """Ctrl+C while the command imports torch or loads its oracles: a one-line message and
+    exit status 130, never a raw KeyboardInterrupt traceback; nothing half-written."""
+    out = tmp_path / "ds"
+    proc = subprocess.Popen([sys.executable, "-m", "eqfast.cli.generate", "--out", str(out),
+                             "--games", "1", *FAST], env=dict(os.environ, PYTHONPATH=str(REPO)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode in (0, 130), err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    if proc.returncode == 130:
+        assert "eqfast-generate: " in err
+    for f in _all_shards(out):
+        read_shard(f)
+
+
+def test_two_presses_inside_one_c_call_drop_the_batch():
+    """Two Ctrl+C that arrive while the main thread is inside one long C call reach Python
+    as one handler call; the handler still counts two presses and drops the batch."""
+    import threading
+    from eqfast.cli.generate import _Interrupt
+
+    def press_twice():
+        for _ in range(2):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+
+    with pytest.raises(KeyboardInterrupt):
+        with _Interrupt() as interrupt:
+            threading.Timer(0.05, press_twice).start()
+            sum(range(60_000_000))              # one C call of ~1 s: both presses land in it
+            for _ in range(100):                 # the handler runs at the next bytecodes
+                time.sleep(0.01)
+    assert interrupt.presses == 2
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

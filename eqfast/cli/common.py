@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import sys
-
-import torch
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -59,13 +58,12 @@ def records_dir_problem(data, splits) -> str | None:
 
 
 def device_problem(device: str) -> str | None:
-    """Why --device cannot be used here (None if it can)."""
-    try:
-        kind = torch.device(device).type
-    except RuntimeError:
-        kind = None
-    if kind not in ("cpu", "cuda"):
+    """Why --device cannot be used here (None if it can). Imports torch only to ask for
+    CUDA, so a bad flag is reported at once."""
+    if re.fullmatch(r"cpu(:0)?|cuda(:\d+)?", device or "") is None:
         return f"--device must be cpu, cuda or cuda:N, got {device!r}"
-    if kind == "cuda" and not torch.cuda.is_available():
-        return f"--device {device} but no CUDA device is available"
+    if device.startswith("cuda"):
+        import torch
+        if not torch.cuda.is_available():
+            return f"--device {device} but no CUDA device is available"
     return None

@@ -18,26 +18,21 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from ..data.schema import InvariantError
-from ..data.shards import (OutputError, ShardError, completed_seed_ranges,
-                           damaged_shards, incomplete_seed_ranges, lock_output, move_aside, range_of,
-                           output_problem, run_metadata, write_split_shards)
-from ..engine.factory import build_engine, resolve_pipeline
-from ..engine.pipeline import ORACLE_PRECISIONS, EngineConfig
-from ..engine.policy import ExplorationConfig
-from ..engine.posterior import PosteriorConfig
-from ..engine.games import parse_decl_mode
-from ..data.metadata import build_metadata, jsonable
-from ..utils.profiling import stage_table
-from ..utils.progress import Progress
+from ..engine.precisions import ORACLE_PRECISIONS
 from .common import HelpFormatter, device_problem
+
+if TYPE_CHECKING:
+    from ..engine.pipeline import EngineConfig
+
+# torch and the engine are imported inside the functions that use them, so that --help and
+# argument errors answer at once (importing torch takes 1.5-12 s)
 
 #: flags that only act together with another one: {switch: flags it enables}
 DEPENDENT_FLAGS = {"posterior": ("tau", "beta", "window", "delta", "behaviour_oracle",
@@ -188,13 +183,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _Interrupt:
-    """First SIGINT: finish the batch in flight. Second: drop it (KeyboardInterrupt)."""
+    """First SIGINT: finish the batch in flight. Second: drop it (KeyboardInterrupt).
+
+    Python runs a signal handler only between bytecodes, so two presses that arrive while
+    the main thread is inside one C call (a solver batch, a network forward) reach it as
+    one call. The presses are counted where they arrive instead: the C-level handler writes
+    one byte per signal to the wakeup pipe (signal.set_wakeup_fd), which the handler
+    drains, so a second press drops the batch as soon as the running call returns."""
 
     def __init__(self):
         self.requested = False
+        self.presses = 0
+        self._pipe = self._old_fd = self._old_handler = None
+
+    def __enter__(self):
+        self._pipe = os.pipe()
+        for fd in self._pipe:
+            os.set_blocking(fd, False)
+        self._old_fd = signal.set_wakeup_fd(self._pipe[1], warn_on_full_buffer=False)
+        self._old_handler = signal.signal(signal.SIGINT, self)
+        return self
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self._old_handler)
+        signal.set_wakeup_fd(self._old_fd)
+        for fd in self._pipe:
+            os.close(fd)
+        return False
 
     def __call__(self, signum, frame):
-        if self.requested:
+        try:
+            arrived = os.read(self._pipe[0], 4096).count(bytes([signal.SIGINT]))
+        except (BlockingIOError, OSError, TypeError):
+            arrived = 0
+        self.presses += max(1, arrived)
+        if self.presses >= 2:
             raise KeyboardInterrupt
         self.requested = True
         print("\neqfast-generate: interrupt: finishing the batch in flight "
@@ -230,6 +253,8 @@ def run_settings(cfg: EngineConfig, identity: dict, cv_identity: dict | None = N
     """What must not change between runs writing into one output directory (cv_identity,
     behaviour_identity: the control variate's and the behaviour model's oracles, if any)."""
     from dataclasses import asdict
+
+    from ..data.metadata import jsonable
     return jsonable({
         "run_seed": cfg.seed, "n_samples": cfg.n_samples, "sem": cfg.sem,
         "max_samples": cfg.max_samples if cfg.sem is not None else None,
@@ -412,6 +437,8 @@ def check_args(args) -> str | None:
         if args.control_variate == args.oracle:
             return (f"--control-variate {args.control_variate} is --oracle itself: the "
                     "correction would be 0")
+    from ..data.shards import output_problem
+    from ..engine.games import parse_decl_mode
     try:
         parse_decl_mode(args.decl)
     except ValueError:
@@ -438,6 +465,9 @@ def check_args(args) -> str | None:
 
 def engine_config(args) -> EngineConfig:
     """EngineConfig from the arguments (raises ValueError naming a bad knob)."""
+    from ..engine.pipeline import EngineConfig
+    from ..engine.policy import ExplorationConfig
+    from ..engine.posterior import PosteriorConfig
     return EngineConfig(
         n_samples=args.n_samples, seed=args.seed, sem=args.sem, max_samples=args.max_samples,
         store_worlds=args.store_worlds, decl_mode=args.decl, q_pdf=args.q_pdf,
@@ -454,6 +484,7 @@ def engine_config(args) -> EngineConfig:
 
 def resume_conflict(out, settings: dict) -> str | None:
     """Why `out` cannot be resumed with `settings` (None if it can, or is new)."""
+    from ..data.shards import ShardError, run_metadata
     try:
         previous = run_metadata(out)
     except ShardError as e:
@@ -481,7 +512,29 @@ def unused_flags(args, parser: argparse.ArgumentParser) -> list[str]:
     return notes
 
 
+def _exit_now(signum, frame):
+    """SIGINT outside a batch (imports, loading the oracles, checking the saved shards):
+    exit 130 at once. Raising KeyboardInterrupt there could land inside a C++ callback
+    (torch's import), which aborts the process; nothing written there needs finishing,
+    since every file is written atomically and the lock is the kernel's."""
+    os.write(2, b"\neqfast-generate: interrupted (Ctrl+C) with no batch in flight; saved "
+                b"shards are intact\n")
+    os._exit(130)
+
+
 def main(argv=None) -> int:
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    previous = signal.signal(signal.SIGINT, _exit_now)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     problem = check_args(args)
@@ -491,6 +544,9 @@ def main(argv=None) -> int:
     cfg = engine_config(args)                  # check_args built it once without error
     for note in unused_flags(args, parser):
         print(f"eqfast-generate: warning: {note}", file=sys.stderr)
+    import torch
+
+    from ..data.shards import OutputError, lock_output
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     from ..oracle.factory import oracle_from_spec
@@ -532,6 +588,14 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
     """Generate into args.out, whose lock the caller holds; the exit status. extra: the
     (oracle, identity) of the control variate ('control_variate') and of the behaviour
     model ('behaviour_oracle'), where the run has them."""
+    from ..data.metadata import build_metadata
+    from ..data.schema import InvariantError
+    from ..data.shards import (completed_seed_ranges, damaged_shards, incomplete_seed_ranges,
+                               move_aside, range_of, write_split_shards)
+    from ..engine.factory import build_engine, resolve_pipeline
+    from ..utils.profiling import stage_table
+    from ..utils.progress import Progress
+
     extra = extra or {}
     cv_oracle, cv_identity = extra.get("control_variate", (None, None))
     behaviour_oracle, behaviour_identity = extra.get("behaviour_oracle", (None, None))
@@ -574,8 +638,6 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
                                    args.world_size))
     formats = ("safetensors", "pt") if args.format == "pt" else ("safetensors",)
     batches = (list(range(lo, hi + 1)) for lo, hi in itertools.chain(redo, pending))
-    interrupt = _Interrupt()
-    old_handler = signal.signal(signal.SIGINT, interrupt)
     written_games = 0
     t0 = time.perf_counter()
     bar = Progress(total=total_games, desc="eqfast-generate", unit="games", disable=args.quiet)
@@ -602,7 +664,7 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
                                   "worlds/s": f"{engine.world_rows / elapsed:.0f}"})
 
     try:
-        with bar:
+        with _Interrupt() as interrupt, bar:
             engine.run(batches, sink, on_batch=lambda seeds: interrupt.requested)
     except KeyboardInterrupt:
         print("eqfast-generate: batch in flight dropped; saved shards are intact", file=sys.stderr)
@@ -611,8 +673,6 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
         print(f"eqfast-generate: {exc}; nothing of that batch was written, saved shards are "
               "intact", file=sys.stderr)
         return 1
-    finally:
-        signal.signal(signal.SIGINT, old_handler)
     elapsed = time.perf_counter() - t0
     summary = {"games": written_games, "seconds": round(elapsed, 2),
                "games_per_s": round(written_games / elapsed, 3) if elapsed else None,
