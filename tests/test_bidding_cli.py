@@ -102,3 +102,14 @@ def test_plot_draws_the_labelled_matrix(tmp_path):
                                "--plot", tmp_path / "m.txt"), "--plot", "m.txt")
     assert_usage_error(run_cli("bid", "--batch", "2", "--out", tmp_path / "b.jsonl",
                                "--plot", png), "--plot", "--batch")
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (["--completions", "1000000000"], "--completions"),
+    (["--target", "nan"], "--target"),
+    (["--audit-margin", "inf"], "--audit-margin"),
+    (["--sequential", "--max-completions", "1000000000"], "--max-completions"),
+])
+def test_limits_and_non_finite_numbers_exit_2(flags, needle):
+    assert_usage_error(run_cli("bid", "--hand", "6-6,6-5,6-4,6-3,6-2,6-1,6-0", "--lower", "0",
+                               *flags), needle)

@@ -54,7 +54,17 @@ def not_weights(tmp_path_factory, dataset):
     (["--device", "tpu"], ["--device", "tpu"]),
     (["--threads", "-1"], ["--threads", "-1"]),
     pytest.param(["--device", "cuda"], ["cuda"], marks=NO_CUDA),
-], ids=["decl-10", "decl-foo", "device-tpu", "threads-negative", "device-cuda"])
+    (["--seed-start", "18446744073709551614"], ["--seed-start", "18446744073709551614"]),
+    (["--seed-start", str(2**63 - 1)], ["--seed-start", "largest game seed"]),
+    (["--games", str(10**30)], ["--games", "largest game seed"]),
+    (["--n-samples", "1000000000"], ["--n-samples", "1000000000"]),
+    (["--cv-samples", "1000000000", "--control-variate", "default"], ["--cv-samples"]),
+    (["--temperature", "nan"], ["--temperature", "nan"]),
+    (["--posterior", "--tau", "inf"], ["--tau", "inf"]),
+    (["--games-per-batch", "100000000"], ["--games-per-batch"]),
+], ids=["decl-10", "decl-foo", "device-tpu", "threads-negative", "device-cuda",
+        "seed-start-uint64", "seed-end-past-int64", "games-huge", "n-samples-1e9",
+        "cv-samples-1e9", "temperature-nan", "tau-inf", "games-per-batch-huge"])
 def test_generate_bad_arguments(tmp_path, argv, needles):
     out = tmp_path / "out"
     assert_usage_error(run_cli("generate", "--out", out, *TINY, *argv), *needles)
@@ -180,3 +190,18 @@ def test_ess_never_exceeds_n_worlds(tmp_path):
     records, _ = load_records(out)
     assert bool((records["ess"] <= records["n_worlds"].float()).all())
     assert bool((records["ess"] >= 1).all())
+
+
+def test_report_checks_its_output_path_before_the_work(tmp_path, dataset, monkeypatch, capsys):
+    """--out in a missing or unwritable directory, or of another kind, is refused at once,
+    not after the dataset was read and drawn."""
+    from eqfast.analysis import report as report_module
+    from eqfast.cli.report import main as report_main
+
+    monkeypatch.setattr(report_module, "write_report",
+                        lambda *a, **kw: pytest.fail("the work started"))
+    for out, needle in ((tmp_path / "missing" / "r.html", "missing"),
+                        (tmp_path / "r.txt", ".png or an .html")):
+        assert report_main([str(dataset), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and str(out) in err, err

@@ -359,3 +359,25 @@ def test_two_presses_inside_one_c_call_drop_the_batch():
                 time.sleep(0.01)
     assert interrupt.presses == 2
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.parametrize("call,err", [("fsync", "ENOSPC"), ("replace", "EIO")])
+def test_os_errors_while_writing_a_shard_are_one_line(tmp_path, capsys, monkeypatch, call, err):
+    """A full disk or an I/O error while a shard is written: exit 1 with one line naming
+    the error and what is safe, no traceback, no temporary file left."""
+    import errno as errno_module
+
+    code = getattr(errno_module, err)
+
+    def failing(*a, **kw):
+        raise OSError(code, os.strerror(code))
+
+    out = tmp_path / "ds"
+    monkeypatch.setattr(os, call, failing)
+    status = main(["--out", str(out), "--games", "1", *FAST])
+    monkeypatch.undo()
+    captured = capsys.readouterr()
+    assert status == 1, captured.err
+    assert os.strerror(code) in captured.err and "intact" in captured.err
+    assert "Traceback" not in captured.err
+    assert not list(out.rglob("*.tmp"))

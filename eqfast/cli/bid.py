@@ -87,9 +87,24 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: most completions of one evaluation: each is a deal solved in every contract, held in
+#: memory with its values
+MAX_COMPLETIONS = 1_000_000
+
+
 def _check(args, p) -> None:
+    import math
+
     if args.completions < 1:
         p.error("--completions must be >= 1")
+    for name in ("completions", "max_completions", "start", "step"):
+        if getattr(args, name) > MAX_COMPLETIONS:
+            p.error(f"--{name.replace('_', '-')} must be <= {MAX_COMPLETIONS:,}, got "
+                    f"{getattr(args, name)}")
+    for name in ("target", "width", "audit_fraction", "audit_margin", "gap_warn"):
+        if not math.isfinite(getattr(args, name)):
+            p.error(f"--{name.replace('_', '-')} must be a finite number, got "
+                    f"{getattr(args, name)}")
     if args.threads < 0 or args.threads > 64:
         p.error("--threads must be 0..64")
     if args.lower < 0 or args.lower_worlds < 1:

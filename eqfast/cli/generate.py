@@ -406,6 +406,52 @@ def apply_default_labels(args) -> None:
         args.n_samples = DEFAULT_N
 
 
+#: game seeds are int64 in the records and in the seed mixing (eqfast.rules.deal.mix_seeds)
+MAX_SEED = 2**63 - 1
+#: most games in one batch, and most worlds of one decision (--n-samples, --max-samples,
+#: --cv-samples, each --n-by-trick entry): every world of a batch's decision is in memory at
+#: once, so their product is bounded too
+MAX_GAMES_PER_BATCH = 65_536
+MAX_WORLDS = 100_000
+MAX_WORLD_ROWS = 2**24
+#: flags that take a real number, which must be finite
+FLOAT_FLAGS = ("sem", "tau", "beta", "delta", "temperature", "epsilon", "blunder_rate",
+               "blunder_max_regret")
+
+
+def limit_problem(args) -> str | None:
+    """The first flag outside what the engine can hold: seeds past int64, batches or
+    worlds that cannot fit in memory, real numbers that are NaN or infinite."""
+    import math
+
+    flag = lambda name: f"--{name.replace('_', '-')}"  # noqa: E731
+    for name in FLOAT_FLAGS:
+        value = getattr(args, name)
+        if value is not None and not math.isfinite(value):
+            return f"{flag(name)} must be a finite number, got {value}"
+    if args.seed_start > MAX_SEED:
+        return f"--seed-start {args.seed_start}: the largest game seed is {MAX_SEED} (2**63 - 1)"
+    n_games = args.target_games or args.games
+    if args.seed_start + n_games - 1 > MAX_SEED:
+        which = "--target-games" if args.target_games else "--games"
+        return (f"--seed-start {args.seed_start} with {which} {n_games} goes past the largest "
+                f"game seed, {MAX_SEED} (2**63 - 1)")
+    if args.games_per_batch > MAX_GAMES_PER_BATCH:
+        return f"--games-per-batch must be <= {MAX_GAMES_PER_BATCH:,}, got {args.games_per_batch}"
+    worlds = [("n_samples", args.n_samples), ("cv_samples", args.cv_samples),
+              ("max_samples", args.max_samples if args.sem is not None else None)]
+    if args.n_by_trick is not None:
+        worlds.append(("n_by_trick", max(parse_n_by_trick(args.n_by_trick), default=None)))
+    for name, n in worlds:
+        if n is not None and n > MAX_WORLDS:
+            return f"{flag(name)} must be <= {MAX_WORLDS:,} worlds per decision, got {n}"
+        if n is not None and n * args.games_per_batch > MAX_WORLD_ROWS:
+            return (f"{flag(name)} {n} x --games-per-batch {args.games_per_batch} = "
+                    f"{n * args.games_per_batch:,} worlds in memory at once (at most "
+                    f"{MAX_WORLD_ROWS:,}): lower one of them")
+    return None
+
+
 def check_args(args) -> str | None:
     """The first problem with the arguments, or None; fills in the device's default
     --oracle once the device is known to be valid, and the rank and world size from the
@@ -416,6 +462,14 @@ def check_args(args) -> str | None:
     for name in ("seed_start", "target_games", "threads"):
         if (getattr(args, name) or 0) < 0:
             return f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}"
+    if args.n_by_trick is not None:
+        try:
+            parse_n_by_trick(args.n_by_trick)
+        except ValueError as e:
+            return f"--n-by-trick {args.n_by_trick!r}: {e}"
+    problem = limit_problem(args)
+    if problem is not None:
+        return problem
     if not 0 <= args.exact_tricks <= 7:
         return "--exact-tricks must be 0..7"
     try:
@@ -425,11 +479,6 @@ def check_args(args) -> str | None:
     if args.world_size < 1 or not 0 <= args.rank < args.world_size:
         return (f"rank {args.rank} of world size {args.world_size}: the rank must be "
                 f"0..world size - 1")
-    if args.n_by_trick is not None:
-        try:
-            parse_n_by_trick(args.n_by_trick)
-        except ValueError as e:
-            return f"--n-by-trick {args.n_by_trick!r}: {e}"
     if args.control_variate not in (None, "none"):
         if args.control_variate == "exact":
             return ("--control-variate exact: the control variate must be a network oracle, "
@@ -582,6 +631,16 @@ def _main(argv=None) -> int:
     except OutputError as e:
         print(f"eqfast-generate: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        print(f"eqfast-generate: {args.out}: {_os_error(e)}; saved shards are intact",
+              file=sys.stderr)
+        return 1
+
+
+def _os_error(e: OSError) -> str:
+    """'No space left on device (errno 28, on PATH)' for an OSError."""
+    where = f", on {e.filename}" if e.filename else ""
+    return (f"{e.strerror} (errno {e.errno}{where})" if e.strerror else str(e))
 
 
 def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = None) -> int:
@@ -672,6 +731,15 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
     except InvariantError as exc:
         print(f"eqfast-generate: {exc}; nothing of that batch was written, saved shards are "
               "intact", file=sys.stderr)
+        return 1
+    except OSError as exc:                         # disk full, I/O error, quota, ...
+        print(f"eqfast-generate: cannot write the batch in flight under {args.out}: "
+              f"{_os_error(exc)}; it was not saved, saved shards are intact: fix the cause "
+              "and re-run the command to resume", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print("eqfast-generate: out of memory in a batch: lower --games-per-batch or the "
+              "worlds per decision; saved shards are intact", file=sys.stderr)
         return 1
     elapsed = time.perf_counter() - t0
     summary = {"games": written_games, "seconds": round(elapsed, 2),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -32,10 +33,28 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def output_problem(out: Path) -> str | None:
+    """Why the report cannot be written to `out` (None if it can), found before the work."""
+    if out.suffix not in (".png", ".html"):
+        return f"--out {out}: the report is a .png or an .html file"
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        return f"--out {out}: the directory {parent} is missing"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"--out {out}: the directory {parent} is not writable"
+    if out.is_dir():
+        return f"--out {out} is a directory"
+    return None
+
+
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     if not a.source.exists():
         print(f"eqfast-report: {a.source}: no such file or directory", file=sys.stderr)
+        return 2
+    problem = output_problem(a.out)
+    if problem is not None:
+        print(f"eqfast-report: {problem}", file=sys.stderr)
         return 2
     from ..data.shards import ShardError
     try:
@@ -44,6 +63,9 @@ def main(argv=None) -> int:
     except (ImportError, ValueError, ShardError) as e:
         print(f"eqfast-report: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        print(f"eqfast-report: cannot write {a.out}: {e.strerror or e}", file=sys.stderr)
+        return 1
     print(json.dumps(done))
     return 0
 
