@@ -205,3 +205,29 @@ def test_report_checks_its_output_path_before_the_work(tmp_path, dataset, monkey
         assert report_main([str(dataset), "--out", str(out)]) == 2
         err = capsys.readouterr().err
         assert needle in err and str(out) in err, err
+
+
+@pytest.mark.parametrize("module,argv", [
+    ("generate", ["--out", "", "--games", "1"]),
+    ("generate", ["--out", "  ", "--games", "1"]),
+    ("report", ["{ds}", "--out", ""]),
+    ("bid", ["--hand", "6-6,6-5,6-4,6-3,6-2,6-1,6-0", "--out", ""]),
+    ("arena", ["--policies", "random,rules", "--hands", "1", "--out", ""]),
+    ("label_oracle", ["--out", ""]),
+    ("export_oracle", ["--out", ""]),
+    ("train_oracle", ["--data", "{ds}", "--run", ""]),
+    ("train_stage2", ["--data", "{ds}", "--run", ""]),
+    ("view", [""]),
+    ("validate", ["", "--outcomes"]),
+], ids=lambda x: x if isinstance(x, str) else " ".join(x))
+def test_an_empty_path_is_refused(tmp_path, monkeypatch, capsys, module, argv):
+    """`--out ''` (an unset shell variable) would mean the current directory: refused
+    with exit 2 before anything is written."""
+    monkeypatch.chdir(tmp_path)
+    argv = [a.replace("{ds}", str(tmp_path)) for a in argv]
+    main = importlib.import_module(f"eqfast.cli.{module}").main
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert "empty" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import torch
 
@@ -21,7 +20,7 @@ from ..engine.games import parse_decl_mode
 from ..play.arena import DIFF_INTERVAL, WIN_INTERVAL, MatchResult, play_match, policy_rates
 from ..play.policies import POLICIES, USAGE, policy_from_spec
 from ..utils.progress import Progress
-from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
+from .common import HelpFormatter, device_problem, path_type, quiet_on_closed_stdout
 
 PROG = "eqfast-arena"
 
@@ -67,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (settings, matches, per-policy rates) instead "
                         "of the table")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", type=path_type, default=None,
                    help="also write the JSON object to this file (atomically)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from .common import HelpFormatter, quiet_on_closed_stdout
+from .common import HelpFormatter, path_arg, quiet_on_closed_stdout
 
 DESCRIPTION = """\
 Evaluate a Texas 42 bidder's hand: the bidder sits at seat 0, declares and leads. For N
@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     lb.add_argument("--gap-warn", type=float, default=0.15, help="warn when |p_upper - p_lower| exceeds this")
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    out.add_argument("--out", help="write the JSON here (with --batch: JSON lines, appended)")
+    out.add_argument("--out", type=path_arg, help="write the JSON here (with --batch: JSON lines, appended)")
     out.add_argument("--detail", choices=["best", "all", "none"], default="best",
                      help="per-level rows for the chosen contract, every contract, or none")
     out.add_argument("--quiet", action="store_true", help="no progress on stderr")

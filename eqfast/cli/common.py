@@ -19,6 +19,21 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def path_arg(text: str) -> str:
+    """argparse type of a path flag: refuses an empty value, which an unset shell variable
+    gives (`--out "$DIR"`) and which would otherwise mean the current directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path (an unset shell variable?): name a file "
+                                         "or directory")
+    return text
+
+
+def path_type(text: str):
+    """path_arg as a pathlib.Path."""
+    from pathlib import Path
+    return Path(path_arg(text))
+
+
 def quiet_on_closed_stdout(main):
     """Wrap a command's main so that a reader closing the pipe ends it with status 0 and
     no traceback: the reader asked for less output, which is not an error of the command."""

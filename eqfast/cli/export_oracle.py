@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import HelpFormatter, device_problem
+from .common import HelpFormatter, device_problem, path_arg
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=HelpFormatter)
     ap.add_argument("--weights", default=str(DEFAULT_MODEL),
                     help="oracle weights (.safetensors) to export")
-    ap.add_argument("--out", required=True, help="file to write")
+    ap.add_argument("--out", required=True, type=path_arg, help="file to write")
     ap.add_argument("--format", choices=["torchscript", "onnx"], default="torchscript",
                     help="torchscript (torch.jit.load) or onnx (any ONNX runtime; checked with "
                          "onnxruntime against the torch module on every position of 4 played "

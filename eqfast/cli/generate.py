@@ -22,11 +22,10 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..engine.precisions import ORACLE_PRECISIONS
-from .common import HelpFormatter, device_problem
+from .common import HelpFormatter, device_problem, path_type
 
 if TYPE_CHECKING:
     from ..engine.pipeline import EngineConfig
@@ -49,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "diagnostics per legal move (dataset schema 2.1, docs/DATASET.md).",
         formatter_class=HelpFormatter)
     g = p.add_argument_group("run")
-    g.add_argument("--out", required=True, type=Path, help="output directory (train/ val/ test/)")
+    g.add_argument("--out", required=True, type=path_type, help="output directory (train/ val/ test/)")
     g.add_argument("--games", type=int, default=64,
                    help="games to generate: seeds [seed-start, seed-start + games)")
     g.add_argument("--target-games", type=int, default=None,

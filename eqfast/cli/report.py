@@ -16,16 +16,16 @@ import os
 import sys
 from pathlib import Path
 
-from .common import HelpFormatter
+from .common import HelpFormatter, path_type
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="eqfast-report", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
-    ap.add_argument("source", type=Path,
+    ap.add_argument("source", type=path_type,
                     help="a dataset directory (train/ val/ test/), a split directory or a shard "
                          "file; or a training run directory (it holds history.jsonl)")
-    ap.add_argument("--out", required=True, type=Path, help="report file: .png or .html")
+    ap.add_argument("--out", required=True, type=path_type, help="report file: .png or .html")
     ap.add_argument("--skip-shard", action="append", default=[], metavar="[SPLIT/]SHARD",
                     help="leave this shard out (e.g. train/shard_000001-000001; repeatable): "
                          "read the rest of a dataset with a damaged shard; eqfast-generate on "

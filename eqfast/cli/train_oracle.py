@@ -16,16 +16,16 @@ import sys
 
 import torch
 
-from .common import HelpFormatter, device_problem
+from .common import HelpFormatter, device_problem, path_arg
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="eqfast-train-oracle", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
-    ap.add_argument("--data", required=True,
+    ap.add_argument("--data", required=True, type=path_arg,
                     help="directory of solver-labelled shard_*.safetensors written by "
                          "`eqfast-label-oracle --out DIR` (several: comma-separated)")
-    ap.add_argument("--run", "--run-dir", dest="run", required=True,
+    ap.add_argument("--run", "--run-dir", dest="run", required=True, type=path_arg,
                     help="run directory (checkpoints, weights, history); under torchrun spell "
                          "it --run-dir (torchrun reads --run as its own --run-path)")
     ap.add_argument("--arch", choices=("mlp", "transformer"), default="mlp",

@@ -31,7 +31,7 @@ from ..data.metadata import jsonable
 from ..analysis.truth import truth_report
 from ..analysis.validation import (ReplayError, Z_FLAG, exact_report, outcome_report,
                                  pick_records, recompute_report, run_decisions)
-from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
+from .common import HelpFormatter, device_problem, path_type, quiet_on_closed_stdout
 from ..data.shards import load_records
 
 #: metadata entries that must agree between the shards validated together
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "exact E[Q], and score the world weights against the true deal. Methods: "
                     "see eqfast/analysis/validation.py and eqfast/analysis/truth.py.",
         formatter_class=HelpFormatter)
-    p.add_argument("path", type=Path,
+    p.add_argument("path", type=path_type,
                    help="a shard (.safetensors/.json/.pt) or a dataset directory")
     p.add_argument("--split", default="all", help="dataset directory: train, val, test or all")
     p.add_argument("--skip-shard", action="append", default=[], metavar="[SPLIT/]SHARD",

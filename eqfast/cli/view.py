@@ -23,7 +23,6 @@ import argparse
 import itertools
 import math
 import sys
-from pathlib import Path
 
 import torch
 
@@ -34,7 +33,7 @@ from ..engine.policy import MODE_NAMES
 from ..engine.transcript import F_DECL, F_PLAYER, F_TYPE, TYPE_HAND, TYPE_PLAY
 from ..rules.state import trick_points, trick_winner
 from ..rules.tables import DECL_NAMES, N_SEATS, tile_name
-from .common import HelpFormatter, quiet_on_closed_stdout
+from .common import HelpFormatter, path_type, quiet_on_closed_stdout
 
 SEAT_NAMES = ("ME", "L", "P", "R")      # relative seat 0..3
 BAR_WIDTH = 36
@@ -273,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="eqfast-view", description="Terminal viewer of eqfast decision records "
         "(transcript by trick, hand, E[Q] +- sigma per legal move, diagnostics).",
         formatter_class=HelpFormatter)
-    p.add_argument("path", type=Path,
+    p.add_argument("path", type=path_type,
                    help="a shard (.safetensors/.json/.pt) or a dataset directory")
     p.add_argument("--split", default="all", help="dataset directory: train, val, test or all")
     p.add_argument("--print", dest="n_print", type=int, default=None, metavar="N",
