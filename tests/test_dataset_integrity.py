@@ -195,3 +195,35 @@ def test_readers_skip_a_named_bad_shard_only_when_asked(ds):
     # a name that matches no shard is an error, not a silent no-op
     assert_usage_error(run_cli("view", ds, "--print", "1", "--skip-shard", "shard_000009-000009"),
                        "shard_000009-000009")
+
+
+def test_an_orphan_pt_file_of_a_killed_write_is_removed(ds):
+    """The .pt file is written first and the sidecar last: a .pt without its sidecar is a
+    write that never finished, removed (and named) when the next run starts."""
+    orphan = ds / "train" / "shard_000002-000002.pt"
+    orphan.write_bytes(b"a .pt whose sidecar was never written")
+    proc = run_cli("generate", "--out", ds, "--games", "2", "--games-per-batch", "1",
+                   "--n-samples", "4", "--oracle", "exact", "--pipeline", "reference",
+                   "--threads", "1", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert not orphan.exists() and "removed 1" in proc.stderr, proc.stderr
+
+
+def test_resume_keeps_the_pt_format_consistent(ds):
+    """A safetensors-only directory resumed with --format pt gets the .pt files of its
+    saved ranges too (each read back equal to its shard); a directory with .pt files resumed
+    without --format pt is refused, since its new ranges would lack them."""
+    from eqfast.data.shards import read_shard
+
+    args = ["--games", "3", "--games-per-batch", "1", "--n-samples", "4", "--oracle", "exact",
+            "--pipeline", "reference", "--threads", "1", "--quiet"]
+    proc = run_cli("generate", "--out", ds, *args, "--format", "pt")
+    assert proc.returncode == 0, proc.stderr
+    for split in SPLIT_NAMES:
+        for seed in range(3):
+            base = ds / split / f"shard_{seed:06d}-{seed:06d}"
+            a, meta_a = read_shard(base.with_suffix(".pt"))
+            b, meta_b = read_shard(base.with_suffix(".safetensors"))
+            assert meta_a == meta_b and sorted(a.tensors) == sorted(b.tensors)
+    assert_usage_error(run_cli("generate", "--out", ds, *args[:-1], "--games", "4"),
+                       "--format pt")

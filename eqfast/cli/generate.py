@@ -648,8 +648,9 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
     model ('behaviour_oracle'), where the run has them."""
     from ..data.metadata import build_metadata
     from ..data.schema import InvariantError
-    from ..data.shards import (completed_seed_ranges, damaged_shards, incomplete_seed_ranges,
-                               move_aside, range_of, write_split_shards)
+    from ..data.shards import (add_pt_files, completed_seed_ranges, damaged_shards,
+                               incomplete_seed_ranges, move_aside, pt_ranges, range_of,
+                               write_split_shards)
     from ..engine.factory import build_engine, resolve_pipeline
     from ..utils.profiling import stage_table
     from ..utils.progress import Progress
@@ -674,6 +675,19 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
     problem = resume_conflict(args.out, settings)
     if problem is not None:
         print(f"eqfast-generate: {problem}", file=sys.stderr)
+        return 2
+    # one format across the directory: --format pt adds the .pt files of the saved ranges
+    # (this rank's), and a directory with .pt files is resumed only with --format pt
+    with_pt, without_pt = pt_ranges(args.out)
+    if args.format == "pt":
+        added = add_pt_files(args.out, [r for r in without_pt if mine(r[0])])
+        if added:
+            print(f"eqfast-generate: --format pt: wrote the .pt files of {added} saved "
+                  "shard(s) that had none", file=sys.stderr)
+    elif with_pt:
+        print(f"eqfast-generate: {args.out} holds .pt files beside its shards ({len(with_pt)} "
+              "seed ranges, written with --format pt): resume with --format pt, or the new "
+              "ranges would lack them", file=sys.stderr)
         return 2
     pipeline = resolve_pipeline(args.pipeline, args.device)
     engine = build_engine(oracle, cfg, pipeline=pipeline, backend=args.backend,

@@ -592,13 +592,42 @@ def _prepare_splits(root: Path, owns: Callable[[int], bool] | None = None) -> li
             os.unlink(probe)
         except OSError as e:
             raise OutputError(f"--out {root}: {folder} is not writable ({e.strerror})") from None
-        for stale in folder.glob(STALE_TMP_GLOB):
+        # the .pt file is written before the sidecar: one without its sidecar is a write
+        # that never finished, like the temporary files
+        orphans = [f for f in folder.glob("shard_*.pt")
+                   if range_of(f) is not None and not _sidecar(f).exists()]
+        for stale in [*folder.glob(STALE_TMP_GLOB), *orphans]:
             m = _SHARD_RE.search(stale.name)
             if owns is not None and (m is None or not owns(int(m.group(1)))):
                 continue
             stale.unlink(missing_ok=True)
             removed.append(stale)
     return removed
+
+
+def pt_ranges(root) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(complete seed ranges with a .pt file in every split, complete ranges without)."""
+    with_pt, without = [], []
+    for lo, hi in completed_seed_ranges(root):
+        whole = all(shard_path(root, s, lo, hi, "pt").is_file() for s in SPLIT_NAMES)
+        (with_pt if whole else without).append((lo, hi))
+    return with_pt, without
+
+
+def add_pt_files(root, ranges) -> int:
+    """Write the missing .pt files of the complete seed `ranges` from their safetensors
+    shards (the same records and metadata, as `write_shard` writes them); the count."""
+    written = 0
+    for lo, hi in ranges:
+        for split in SPLIT_NAMES:
+            pt = shard_path(root, split, lo, hi, "pt")
+            if pt.is_file():
+                continue
+            records, metadata = read_shard(pt.with_suffix(".safetensors"))
+            with atomic_path(pt) as tmp:
+                torch.save(pt_payload(records, metadata), tmp)
+            written += 1
+    return written
 
 
 def load_records(path, split: str = "all", skip=()) -> tuple[DecisionRecords, list[dict]]:
