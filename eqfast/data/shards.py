@@ -34,7 +34,7 @@ from typing import Callable, Iterator
 import torch
 
 from ..engine.transcript import F_DECL
-from ..utils.atomic import atomic_path, atomic_write_bytes, atomic_write_text
+from ..utils.atomic import atomic_write_bytes, atomic_write_text, canonical_safetensors
 from .schema import FIELDS, OPTIONAL_FIELDS, SCHEMA_VERSION, SPLIT_NAMES, DecisionRecords
 
 SHARD_FORMAT = "eqfast-decisions"
@@ -91,12 +91,12 @@ def write_shard(records: DecisionRecords, metadata: dict, path, formats=("safete
     # shard is complete (resume trusts sidecars)
     if "pt" in formats:
         pt_path = path.with_suffix(".pt")
-        with atomic_path(pt_path) as tmp:
-            torch.save(pt_payload(records, metadata), tmp)
+        atomic_write_bytes(pt_path, pt_bytes(pt_payload(records, metadata)))
         written.append(pt_path)
     if "safetensors" in formats:
-        blob = save(tensors, metadata={"format": SHARD_FORMAT, "version": SCHEMA_VERSION,
-                                       "metadata": meta_json})
+        blob = canonical_safetensors(save(
+            tensors, metadata={"format": SHARD_FORMAT, "version": SCHEMA_VERSION,
+                               "metadata": meta_json}))
         st_path = path.with_suffix(".safetensors")
         atomic_write_bytes(st_path, blob)
         sidecar = {"metadata": metadata,
@@ -108,6 +108,17 @@ def write_shard(records: DecisionRecords, metadata: dict, path, formats=("safete
                                                      sort_keys=True))
         written += [st_path, _sidecar(path)]
     return written
+
+
+def pt_bytes(payload: dict) -> bytes:
+    """torch.save of `payload` as bytes. Saved to memory, not to the temporary file: the
+    zip archive's folder is named after the file it is saved to, and a temporary name is
+    random, so the same payload would differ in bytes between runs."""
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return buffer.getvalue()
 
 
 #: .pt keys the earlier implementation's tools read, as copies of eqfast fields
@@ -624,8 +635,7 @@ def add_pt_files(root, ranges) -> int:
             if pt.is_file():
                 continue
             records, metadata = read_shard(pt.with_suffix(".safetensors"))
-            with atomic_path(pt) as tmp:
-                torch.save(pt_payload(records, metadata), tmp)
+            atomic_write_bytes(pt, pt_bytes(pt_payload(records, metadata)))
             written += 1
     return written
 
