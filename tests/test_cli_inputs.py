@@ -231,3 +231,11 @@ def test_an_empty_path_is_refused(tmp_path, monkeypatch, capsys, module, argv):
     assert exit_.value.code == 2
     assert "empty" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("flag", ["--oracle", "--control-variate", "--behaviour-oracle"])
+def test_an_unknown_oracle_name_lists_the_valid_ones(tmp_path, flag):
+    extra = ["--posterior"] if flag == "--behaviour-oracle" else []
+    proc = run_cli("generate", "--out", tmp_path / "out", *TINY, *extra, flag, "bogus")
+    assert_usage_error(proc, flag, "bogus", "'default'", "'accurate'", "'exact'", ".safetensors")
+    assert not (tmp_path / "out").exists()

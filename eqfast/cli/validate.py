@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import torch
 
@@ -112,10 +111,10 @@ def _rebuild(what: str, name: str, hint: str, device, build=None, **kw):
     """(oracle, identity) of oracle `name` from `build` (the one oracle factory by default;
     `behaviour_from_spec` for a behaviour model), or a UsageError naming `what` ('oracle',
     'behaviour oracle'), the name and the problem."""
-    from ..oracle.factory import SHIPPED, is_stage2_spec, oracle_from_spec
-    if name != "exact" and name not in SHIPPED and not is_stage2_spec(name) \
-            and not Path(name).is_file():
-        raise UsageError(f"cannot load {what} {name!r}{hint}: {name}: no such file")
+    from ..oracle.factory import oracle_from_spec, unknown_spec
+    problem = unknown_spec(name, behaviour=build is not None)
+    if problem is not None:
+        raise UsageError(f"cannot load {what} {name!r}{hint}: {problem}")
     try:
         return (build or oracle_from_spec)(name, device, **kw)
     except (ImportError, OSError, ValueError) as e:

@@ -325,6 +325,10 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 2
         c = coverage(args.path)
+        if not c["shards"] and not c["unfinished"]:
+            print(f"eqfast-view: {args.path}: no eqfast-generate shards (expected "
+                  "train/ val/ test/ with shard_*.safetensors and .json)", file=sys.stderr)
+            return 2
         span = lambda r: f"{r[0]}..{r[1]}"  # noqa: E731
         print(f"{args.path}: {c['games']} games in {c['shards']} complete seed ranges")
         print("written:    " + (", ".join(span(r) for r in c["spans"]) or "nothing"))

@@ -35,7 +35,8 @@ import torch
 
 from ..engine.transcript import F_DECL
 from ..utils.atomic import atomic_write_bytes, atomic_write_text, canonical_safetensors
-from .schema import FIELDS, OPTIONAL_FIELDS, SCHEMA_VERSION, SPLIT_NAMES, DecisionRecords
+from .schema import (FIELDS, OPTIONAL_FIELDS, SCHEMA_VERSION, SPLIT_NAMES, DecisionRecords,
+                     check_invariants)
 
 SHARD_FORMAT = "eqfast-decisions"
 FORMATS = ("safetensors", "pt")
@@ -187,15 +188,33 @@ def write_split_shards(records: DecisionRecords, metadata: dict, root, seed_lo: 
     return out
 
 
-def _check_records(tensors: dict, where: Path) -> DecisionRecords:
+def _check_version(metadata: dict, where: Path) -> None:
+    """ShardError unless the shard's schema version has this eqfast's major version (a
+    minor version only adds optional fields)."""
+    version = metadata.get("version") if isinstance(metadata, dict) else None
+    if str(version).split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        raise ShardError(f"{where}: dataset schema version {version}, this eqfast reads "
+                         f"schema {SCHEMA_VERSION} (major version {SCHEMA_VERSION.split('.')[0]})")
+
+
+def _check_records(tensors: dict, where: Path, metadata: dict) -> DecisionRecords:
+    """The records of a shard once its version, fields, shapes and invariants (NaN, ranges,
+    layout: schema.check_invariants) are right; ShardError naming the file and the field."""
+    _check_version(metadata, where)
     missing = [f for f in FIELDS if f not in tensors]
     if missing:
         raise ShardError(f"{where}: missing fields {missing}")
     tensors = {k: v for k, v in tensors.items() if k in FIELDS or k in OPTIONAL_FIELDS}
     try:
-        return DecisionRecords(tensors)
+        records = DecisionRecords(tensors)
     except ValueError as e:
         raise ShardError(f"{where}: {e}") from None
+    problems = check_invariants(records)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise ShardError(f"{where}: records break the schema invariants: "
+                         f"{'; '.join(problems[:3])}{more}")
+    return records
 
 
 def read_shard(path) -> tuple[DecisionRecords, dict]:
@@ -227,7 +246,7 @@ def read_shard(path) -> tuple[DecisionRecords, dict]:
         tensors = load(blob)
     except Exception as e:  # safetensors raises its own error types
         raise ShardError(f"{st_path}: not a readable safetensors file ({e})") from None
-    records = _check_records(tensors, st_path)
+    records = _check_records(tensors, st_path, metadata)
     if len(records) != int(info.get("n_records", len(records))):
         raise ShardError(f"{st_path}: {len(records)} records, the sidecar says {info['n_records']}")
     return records, metadata
@@ -254,7 +273,7 @@ def _read_pt(path: Path) -> tuple[DecisionRecords, dict]:
     tokens = obj.get("transcript_tokens")
     if isinstance(tokens, torch.Tensor) and tokens.dtype == torch.int64:
         obj["transcript_tokens"] = tokens.to(torch.int8)
-    return _check_records(obj, path), metadata
+    return _check_records(obj, path, metadata), metadata
 
 
 def range_of(path: Path) -> tuple[int, int] | None:
