@@ -239,3 +239,34 @@ def test_an_unknown_oracle_name_lists_the_valid_ones(tmp_path, flag):
     proc = run_cli("generate", "--out", tmp_path / "out", *TINY, *extra, flag, "bogus")
     assert_usage_error(proc, flag, "bogus", "'default'", "'accurate'", "'exact'", ".safetensors")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("module,argv", [
+    ("generate", ["--help"]), ("generate", ["--out", "x", "--games", "0"]),
+    ("generate", ["--out", "x", "--temperature", "nan"]),
+    ("view", ["--help"]), ("view", ["x", "--bogus"]),
+    ("validate", ["--help"]), ("validate", ["x"]),
+    ("report", ["--help"]), ("bid", ["--help"]), ("bid", ["--hand", "6-6", "--completions", "0"]),
+    ("solve", ["--help"]),
+])
+def test_help_and_argument_errors_do_not_import_torch(module, argv):
+    """Importing torch takes 1.5 s on a quiet machine and over 10 s on a loaded one: --help
+    and argument errors answer without it."""
+    code = ("import sys\n"
+            f"from eqfast.cli.{module} import main\n"
+            "try:\n"
+            f"    main({argv!r})\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print('torch' in sys.modules, file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stderr.strip().splitlines()[-1] == "False", proc.stderr
+
+
+def test_validate_reports_progress_on_stderr(dataset):
+    proc = run_cli("validate", dataset, "--outcomes")
+    assert proc.returncode == 0, proc.stderr
+    assert "eqfast-validate: [" in proc.stderr and "--outcomes" in proc.stderr
+    quiet = run_cli("validate", dataset, "--outcomes", "--quiet")
+    assert quiet.returncode == 0 and quiet.stderr == ""

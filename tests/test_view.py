@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from eqfast.cli import generate, view
-from eqfast.data.shards import read_shard, write_shard
+from eqfast.data.shards import load_records, read_shard, write_shard
 from eqfast.rules.deal import deal_from_seed
 from eqfast.rules.tables import DECL_NAMES, tile_name
 
@@ -20,7 +20,7 @@ def dataset(tmp_path_factory):
                         "--seed-start", str(SEEDS[0]), "--n-samples", "8", "--oracle", "exact",
                         "--store-worlds", "--quiet"])
     assert rc == 0
-    records, metas = view.load_records(out)
+    records, metas = load_records(out)
     assert len(records) == 56
     return out, records
 

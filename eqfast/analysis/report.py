@@ -224,30 +224,35 @@ def _cell(v) -> str:
     return html.escape(f"{v:.3f}" if isinstance(v, float) else str(v))
 
 
-def write_report(source, out, skip=()) -> dict:
+def write_report(source, out, skip=(), progress=None) -> dict:
     """Draw the report of `source` (a dataset directory or shard, or a training run
     directory) into `out` (.png or .html), atomically, less the shards `skip` names
-    (load_records). Returns what was drawn."""
+    (load_records); progress(message) hears each step. Returns what was drawn."""
     from ..data.shards import load_records
     from ..utils.atomic import atomic_write_bytes
 
     source, out = Path(source), Path(out)
     if out.suffix not in (".png", ".html"):
         raise ValueError(f"--out {out}: the report is a .png or an .html file")
+    say = progress or (lambda message: None)
     if (source / "history.jsonl").exists():
+        say(f"reading the training run {source}")
         numbers = run_figures(source)
         fig, kind = draw_run(numbers), "training run"
         tables = _table([{k: p.get(k) for k in ("step", "rows_seen", "wall_s", "q_gap",
                                                  "q_mae", "accuracy")}
                          for p in numbers["history"]])
     else:
+        say(f"reading {source}")
         records, _ = load_records(source, skip=skip)
         if len(records) == 0:
             raise ValueError(f"{source}: no records to draw")
+        say(f"computing the figures of {len(records)} records")
         numbers = dataset_figures(records)
         fig, kind = draw_dataset(numbers), "dataset"
         tables = _table(numbers["by_decision"]) + _table(
             [{"mode": k, "records": v} for k, v in numbers["modes"].items()])
+    say(f"drawing {out}")
     png = _png(fig)
     if out.suffix == ".png":
         atomic_write_bytes(out, png)

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from .common import HelpFormatter, path_type
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="leave this shard out (e.g. train/shard_000001-000001; repeatable): "
                          "read the rest of a dataset with a damaged shard; eqfast-generate on "
                          "the directory regenerates it")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return ap
 
 
@@ -59,7 +61,10 @@ def main(argv=None) -> int:
     from ..data.shards import ShardError
     try:
         from ..analysis.report import write_report
-        done = write_report(a.source, a.out, skip=a.skip_shard)
+        t0 = time.perf_counter()
+        say = None if a.quiet else (lambda m: print(
+            f"eqfast-report: [{time.perf_counter() - t0:5.1f} s] {m}", file=sys.stderr, flush=True))
+        done = write_report(a.source, a.out, skip=a.skip_shard, progress=say)
     except (ImportError, ValueError, ShardError) as e:
         print(f"eqfast-report: {e}", file=sys.stderr)
         return 2

@@ -23,15 +23,16 @@ import argparse
 import json
 import sys
 
-import torch
+import time
+from typing import TYPE_CHECKING
 
-from ..data.shards import ShardError
-from ..data.metadata import jsonable
-from ..analysis.truth import truth_report
-from ..analysis.validation import (ReplayError, Z_FLAG, exact_report, outcome_report,
-                                 pick_records, recompute_report, run_decisions)
 from .common import HelpFormatter, device_problem, path_type, quiet_on_closed_stdout
-from ..data.shards import load_records
+
+if TYPE_CHECKING:
+    import torch
+
+# torch, the engine and the analysis are imported once the arguments are checked, so that
+# --help and argument errors answer at once
 
 #: metadata entries that must agree between the shards validated together
 RUN_KEYS = ("run_seed", "n_samples", "posterior", "oracle", "adaptive", "behaviour_oracle")
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["reference", "triton", "auto"], default="auto",
                    help="engine stages: pure PyTorch, Triton kernels, or auto (triton on CUDA)")
     p.add_argument("--json", action="store_true", help="print one JSON object with all figures")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
 
 
@@ -179,6 +181,9 @@ def parse_decisions(text: str | None):
 
 
 def chosen_indices(args, records, k: int) -> torch.Tensor:
+    import torch
+
+    from ..analysis.validation import pick_records
     if args.indices is not None:
         try:
             idx = [int(x) for x in args.indices.split(",") if x.strip()]
@@ -206,6 +211,8 @@ def _pct(x, fmt=".1f"):
 
 
 def print_recompute(rep: dict) -> None:
+    from ..analysis.validation import Z_FLAG
+
     print(f"recompute: {rep['n_records']} records, {rep['n_moves']} legal moves, oracle "
           f"{rep['oracle']}, fresh run seed {rep['fresh_seed']}")
     print(f"  all moves: mean |z| {_f(rep['mean_abs_z'])}   |z| > {Z_FLAG:g}: "
@@ -308,6 +315,8 @@ def print_truth(rep: dict) -> None:
 
 # ---------------------------------------------------------------------------- main
 def validate(args) -> dict:
+    """Every figure the flags ask for; UsageError (exit 2) for bad arguments or inputs,
+    found before the work where they can be."""
     if args.recompute is None and not args.outcomes and args.exact is None and not args.truth:
         raise UsageError("choose at least one of --recompute [K], --outcomes, --exact [K], "
                          "--truth")
@@ -316,6 +325,29 @@ def validate(args) -> dict:
     problem = device_problem(args.device)
     if problem is not None:
         raise UsageError(problem)
+    from ..analysis.validation import ReplayError
+    from ..data.shards import ShardError
+    try:
+        return _validate(args)
+    except (ShardError, ReplayError) as e:
+        raise UsageError(str(e)) from None
+
+
+def _validate(args) -> dict:
+    import torch
+
+    from ..analysis.truth import truth_report
+    from ..analysis.validation import exact_report, outcome_report, recompute_report, run_decisions
+    from ..data.shards import load_records
+
+    t0 = time.perf_counter()
+
+    def say(what: str) -> None:                   # progress on stderr: the work takes minutes
+        if not args.quiet:
+            print(f"eqfast-validate: [{time.perf_counter() - t0:6.1f} s] {what}",
+                  file=sys.stderr, flush=True)
+
+    say(f"reading {args.path}")
     records, metas = load_records(args.path, args.split, skip=args.skip_shard)
     for name in args.skip_shard:
         print(f"eqfast-validate: skipping {name} (--skip-shard): its games are not validated",
@@ -346,12 +378,15 @@ def validate(args) -> dict:
     if args.recompute is not None:
         idx = chosen_indices(args, records, args.recompute)
         part = records.select(idx)
+        say(f"--recompute: {len(part)} records with fresh worlds")
         fresh = run_decisions(part, oracle, meta, seed=fresh_seed, **common)
         out["recompute"] = {**recompute_report(part, fresh, idx.tolist(), fresh_seed),
                             "oracle": name}
     if args.outcomes:
+        say(f"--outcomes: {len(records)} records")
         out["outcomes"] = outcome_report(records, args.device)
     if args.truth:
+        say(f"--truth: {len(records)} records against their true deals")
         try:
             out["truth"] = truth_report(records)
         except ValueError as e:
@@ -367,14 +402,18 @@ def validate(args) -> dict:
                     or meta.get("n_by_trick") is not None or "n_samples" not in meta)
         n_same = None if adaptive else int(meta["n_samples"])
         same_kw = dict(seed=run_seed, n_samples=n_same, store_worlds=not adaptive, **common)
+        say(f"--exact: {len(part)} records: the exact oracle on their own worlds (1 of 3)")
         same = run_decisions(part, exact_oracle, meta, **same_kw)
         # the solver is deterministic: re-running an exact run on its worlds is `same`
+        say("--exact: the records' oracle on the same worlds (2 of 3)")
         rec_again = same if name == "exact" else run_decisions(part, oracle, meta, **same_kw)
+        say(f"--exact: the fresh exact reference, up to {args.max_enumerate} worlds (3 of 3)")
         ref = run_decisions(part, exact_oracle, meta, seed=fresh_seed,
                             n_samples=args.max_enumerate, **common)
         out["exact"] = {**exact_report(part, same, ref, rec_again, idx.tolist()),
                         "max_enumerate": args.max_enumerate, "reference_seed": fresh_seed,
                         "oracle": name}
+    say("done")
     return out
 
 
@@ -383,10 +422,11 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = validate(args)
-    except (UsageError, ShardError, ReplayError) as e:
+    except UsageError as e:
         print(f"eqfast-validate: {e}", file=sys.stderr)
         return 2
     if args.json:
+        from ..data.metadata import jsonable
         print(json.dumps(jsonable(result), allow_nan=False))
         return 0
     print(f"eqfast-validate: {result['path']}: {result['n_records']} records, "

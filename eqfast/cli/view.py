@@ -24,16 +24,17 @@ import itertools
 import math
 import sys
 
-import torch
+from typing import TYPE_CHECKING
 
-from ..data.metadata import LOW_ESS
-from ..data.schema import SPLIT_NAMES, DecisionRecords
-from ..data.shards import ShardError, load_records, read_shard, split_shards  # noqa: F401
-from ..engine.policy import MODE_NAMES
-from ..engine.transcript import F_DECL, F_PLAYER, F_TYPE, TYPE_HAND, TYPE_PLAY
-from ..rules.state import trick_points, trick_winner
-from ..rules.tables import DECL_NAMES, N_SEATS, tile_name
 from .common import HelpFormatter, path_type, quiet_on_closed_stdout
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..data.schema import DecisionRecords
+
+# torch and the records' modules are imported by the functions that use them, so that
+# --help and argument errors answer at once
 
 SEAT_NAMES = ("ME", "L", "P", "R")      # relative seat 0..3
 BAR_WIDTH = 36
@@ -49,6 +50,7 @@ def _tile(tok) -> int:
 
 def parse_transcript(tokens: torch.Tensor, length: int):
     """(decl, hand tiles, plays as (relative seat, tile)) from one record's tokens."""
+    from ..engine.transcript import F_DECL, F_PLAYER, F_TYPE, TYPE_HAND, TYPE_PLAY
     live = tokens[:int(length)].tolist()
     decl = int(live[0][F_DECL])
     hand = [_tile(t) for t in live if t[F_TYPE] == TYPE_HAND]
@@ -58,6 +60,8 @@ def parse_transcript(tokens: torch.Tensor, length: int):
 
 def transcript_lines(decl: int, plays) -> list[str]:
     """One line per trick: plays in order, then the winner and points when complete."""
+    from ..rules.state import trick_points, trick_winner
+    from ..rules.tables import N_SEATS, tile_name
     lines, us, them = [], 0, 0
     for start in range(0, len(plays), N_SEATS):
         trick = plays[start:start + N_SEATS]
@@ -96,6 +100,10 @@ def _bar(mean: float, sd: float, lo: float, hi: float, width: int = BAR_WIDTH) -
 def render_record(records: DecisionRecords, i: int, debug: bool = False,
                   max_worlds: int | None = DEBUG_WORLDS) -> list[str]:
     """The text of record i (list of lines)."""
+    from ..data.metadata import LOW_ESS
+    from ..data.schema import SPLIT_NAMES
+    from ..engine.policy import MODE_NAMES
+    from ..rules.tables import DECL_NAMES, tile_name
     r = {k: v[i] for k, v in records.tensors.items()}
     decl, hand, plays = parse_transcript(r["transcript_tokens"], int(r["transcript_lengths"]))
     d = int(r["decision_idx"])
@@ -159,6 +167,9 @@ def render_record(records: DecisionRecords, i: int, debug: bool = False,
 
 def debug_lines(records: DecisionRecords, i: int, hand, max_worlds: int | None) -> list[str]:
     """Per-world Q and weights of record i, heaviest worlds first."""
+    import torch
+
+    from ..rules.tables import tile_name
     if not records.has_debug:
         return ["debug: per-world Q and weights were not stored in these records "
                 "(regenerate with eqfast-generate --store-worlds)"]
@@ -181,12 +192,14 @@ def debug_lines(records: DecisionRecords, i: int, hand, max_worlds: int | None) 
 # ---------------------------------------------------------------------------- navigation
 def game_start(records: DecisionRecords, game: int) -> int | None:
     """Index of the first record of game_idx `game`, None if absent."""
+    import torch
     hits = torch.nonzero(records["game_idx"] == int(game))[:, 0]
     return int(hits[0]) if len(hits) else None
 
 
 def neighbour_game(records: DecisionRecords, i: int, step: int) -> int:
     """Record of the same decision (else the first) in the previous/next game (step -1/+1)."""
+    import torch
     games = torch.unique(records["game_idx"])            # sorted
     g = int(records["game_idx"][i])
     pos = int(torch.searchsorted(games, torch.tensor(g))) + step
@@ -319,6 +332,7 @@ def coverage(root) -> dict:
 @quiet_on_closed_stdout
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    from ..data.shards import ShardError, load_records
     if args.coverage:
         if not args.path.is_dir():
             print(f"eqfast-view: --coverage needs a dataset directory, got {args.path}",
