@@ -399,3 +399,11 @@ def test_two_runs_write_byte_identical_files(tmp_path):
     assert sorted(runs[0]) == sorted(runs[1]) and len(runs[0]) == 3 * 3 * 3
     differ = [str(name) for name in runs[0] if runs[0][name] != runs[1][name]]
     assert not differ, differ
+
+
+def test_threads_default_is_one_for_shared_machines():
+    """Two torch/solver threads on a busy 2-core machine ran the quick start 2.5-3x slower
+    than one (README, "Quick start"); more threads are asked for with --threads."""
+    from eqfast.cli.generate import build_parser
+
+    assert build_parser().parse_args(["--out", "x"]).threads == 1

@@ -115,9 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "argmax changed in 1%% of them); int8 (CPU: the Linear layers "
                         "quantized; 1.4x the engine's games/s for +0.02 q_gap); "
                         "benchmarks/RESULTS.md")
-    o.add_argument("--threads", type=int, default=0,
-                   help="torch CPU threads (0 = as many as torch picks; 1 is fastest on a busy "
-                        "machine)")
+    o.add_argument("--threads", type=int, default=1,
+                   help="torch and solver threads on the CPU (0 = as many as torch picks). "
+                        "1 is safe on a shared machine: on a 2-core VM under a load of 5, 2 "
+                        "threads ran the quick start 2.5-3x slower than 1; on an idle machine "
+                        "of your own, 2 threads give ~1.7x the games/s of 1 (README). Records "
+                        "are the same whatever the threads")
 
     s = p.add_argument_group("sampling")
     s.add_argument("--n-samples", type=int, default=None,
