@@ -10,7 +10,7 @@ import torch
 
 from eqfast.bidding import (AuditConfig, HandError, StoppingRule, UniformCompletions,
                             bid_levels, cvar, evaluate, exact_values, format_table, fusion,
-                            parse_hand, sample_quantile, wilson)
+                            contract_summary, parse_hand, sample_quantile, wilson)
 from eqfast.bidding.lower import lower_engine, play_out
 from eqfast.rules.batched import BatchedGames
 from eqfast.rules.deal import deal_from_seed
@@ -286,3 +286,13 @@ def test_table_probability_never_rounds_to_a_wrong_value():
     assert _p(0.996) == ">.99" and _p(0.9999) == ">.99"
     assert _p(0.004) == "<.01" and _p(0.005) == " .01"
     assert all(len(_p(x / 1000)) == 4 for x in range(1001))
+
+
+def test_cvar_is_the_mean_at_or_below_the_quantile_ties_included():
+    """CVaR_a = E[V | V <= q_a] (spec 004 §3, M3): every value tied at q_a counts, not just
+    the worst ceil(a N). Integer scores tie often."""
+    v = np.array([20, 30, 30, 30, 30, 32, 34, 36, 40, 42])
+    assert sample_quantile(v, 0.2) == 30
+    assert cvar(v, 0.2) == 28.0                # mean of 20, 30, 30, 30, 30; not 25.0
+    assert cvar(np.array([7, 7, 7]), 0.1) == 7.0
+    assert contract_summary(np.array([10] * 9 + [42]))["cvar10"] == 10.0
