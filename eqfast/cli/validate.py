@@ -363,7 +363,15 @@ def _validate(args) -> dict:
     if warning:
         out.setdefault("warnings", []).append(warning)
         print(f"eqfast-validate: warning: {warning}", file=sys.stderr)
-    common = dict(device=args.device, backend=args.backend, behaviour_oracle=behaviour)
+    last = [time.perf_counter()]
+
+    def records_done(done: int, total: int) -> None:       # a line every 5 s at most
+        if time.perf_counter() - last[0] >= 5.0 and done < total:
+            last[0] = time.perf_counter()
+            say(f"  {done}/{total} records")
+
+    common = dict(device=args.device, backend=args.backend, behaviour_oracle=behaviour,
+                  progress=records_done)
 
     fresh_seed = args.seed if args.seed is not None else run_seed + 1
     if fresh_seed == run_seed:
