@@ -140,7 +140,7 @@ def test_ranks_must_agree_on_the_plan(tmp_path):
 
 
 def test_coverage_counts_each_game_once_and_names_overlaps(tmp_path):
-    from eqfast.cli.view import coverage
+    from eqfast.cli.view import coverage, main as view_main
 
     out = tmp_path / "ds"
     p = _generate(out, "--games-per-batch", "2", "--games", "4")
@@ -152,3 +152,4 @@ def test_coverage_counts_each_game_once_and_names_overlaps(tmp_path):
     c = coverage(out)
     assert c["games"] == 4 and c["spans"] == [[500, 503]]
     assert c["overlaps"] == [[[500, 501], [501, 502]], [[501, 502], [502, 503]]]
+    assert view_main([str(out), "--coverage"]) == 1             # the readers refuse them
