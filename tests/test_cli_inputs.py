@@ -247,7 +247,8 @@ def test_an_unknown_oracle_name_lists_the_valid_ones(tmp_path, flag):
     ("view", ["--help"]), ("view", ["x", "--bogus"]),
     ("validate", ["--help"]), ("validate", ["x"]),
     ("report", ["--help"]), ("bid", ["--help"]), ("bid", ["--hand", "6-6", "--completions", "0"]),
-    ("solve", ["--help"]),
+    ("solve", ["--help"]), ("export_oracle", ["--help"]), ("eval_oracle", ["--help"]),
+    ("eval_stage2", ["--help"]), ("train_oracle", ["--help"]), ("label_oracle", ["--help"]),
 ])
 def test_help_and_argument_errors_do_not_import_torch(module, argv):
     """Importing torch takes 1.5 s on a quiet machine and over 10 s on a loaded one: --help

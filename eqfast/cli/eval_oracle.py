@@ -15,12 +15,11 @@ import sys
 import time
 
 import numpy as np
-import torch
 
 from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
 
 
-def fresh_rows(seed_start: int, deals: int) -> dict[str, torch.Tensor]:
+def fresh_rows(seed_start: int, deals: int) -> dict:
     """Label deals seed_start .. seed_start+deals-1 with the solver, as in training."""
     from ..oracle.dataset import COLUMNS, as_tensors, label_game
 
@@ -29,7 +28,7 @@ def fresh_rows(seed_start: int, deals: int) -> dict[str, torch.Tensor]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..oracle.weights import DEFAULT_MODEL
+    from ..paths import DEFAULT_MODEL
 
     ap = argparse.ArgumentParser(prog="eqfast-eval-oracle", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
@@ -77,11 +76,13 @@ def check_args(a) -> str | None:
 
 @quiet_on_closed_stdout
 def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
+    import torch
+
     from ..oracle.dataset import as_batch, load_shards
     from ..oracle.evaluate import fidelity, format_report, predict, rows_per_second
     from ..oracle.weights import OracleWeightsError, load_oracle
 
-    a = build_parser().parse_args(argv)
     problem = check_args(a)
     if problem is None:
         torch.set_num_threads(a.threads)

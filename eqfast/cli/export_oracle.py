@@ -13,7 +13,7 @@ from .common import HelpFormatter, device_problem, path_arg
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..oracle.weights import DEFAULT_MODEL
+    from ..paths import DEFAULT_MODEL
 
     ap = argparse.ArgumentParser(prog="eqfast-export-oracle", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
@@ -34,10 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
     from ..oracle.export import OnnxUnavailable, export_onnx, export_torchscript
     from ..oracle.weights import OracleWeightsError
 
-    a = build_parser().parse_args(argv)
     problem = device_problem(a.device)
     if problem is None and a.format == "onnx" and a.device != "cpu":
         problem = f"--device {a.device}: the ONNX export runs on the cpu"

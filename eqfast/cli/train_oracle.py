@@ -14,8 +14,6 @@ import argparse
 import os
 import sys
 
-import torch
-
 from .common import HelpFormatter, device_problem, path_arg
 
 
@@ -72,8 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --follow: steps between looks for new shards")
     ap.add_argument("--max-shards", type=int, default=None,
                     help="read at most this many shards per directory (all when left out)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
-                    help="cpu, cuda or cuda:N (cuda is the default where one is available)")
+    ap.add_argument("--device", default=None,
+                    help="cpu, cuda or cuda:N; when left out, cuda where one is available, "
+                         "else cpu")
     ap.add_argument("--centered-weight", type=float, default=0.0,
                     help="weight of the extra loss on Q centred over each row's legal moves")
     ap.add_argument("--stop-at", type=int, default=None,
@@ -115,9 +114,12 @@ def check_args(a) -> str | None:
 
 
 def main(argv=None) -> int:
-    from ..oracle.train import TrainConfig, train
-
     a = build_parser().parse_args(argv)
+    import torch
+
+    from ..oracle.train import TrainConfig, train
+    if a.device is None:
+        a.device = "cuda" if torch.cuda.is_available() else "cpu"
     problem = check_args(a)
     if problem is not None:
         print(f"eqfast-train-oracle: {problem}", file=sys.stderr)
