@@ -404,6 +404,7 @@ def test_two_runs_write_byte_identical_files(tmp_path):
 def test_threads_default_is_one_for_shared_machines():
     """Two torch/solver threads on a busy 2-core machine ran the quick start 2.5-3x slower
     than one (README, "Quick start"); more threads are asked for with --threads."""
-    from eqfast.cli.generate import build_parser
+    from eqfast.cli.generate import build_parser, check_args
 
-    assert build_parser().parse_args(["--out", "x"]).threads == 1
+    args = build_parser().parse_args(["--out", "x"])
+    assert check_args(args) is None and args.threads == 1

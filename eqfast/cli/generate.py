@@ -115,12 +115,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "argmax changed in 1%% of them); int8 (CPU: the Linear layers "
                         "quantized; 1.4x the engine's games/s for +0.02 q_gap); "
                         "benchmarks/RESULTS.md")
-    o.add_argument("--threads", type=int, default=1,
+    o.add_argument("--threads", type=int, default=None,
                    help="torch and solver threads on the CPU (0 = as many as torch picks). "
-                        "1 is safe on a shared machine: on a 2-core VM under a load of 5, 2 "
-                        "threads ran the quick start 2.5-3x slower than 1; on an idle machine "
-                        "of your own, 2 threads give ~1.7x the games/s of 1 (README). Records "
-                        "are the same whatever the threads")
+                        "When left out, 1 with --device cpu, safe on a shared machine: on a "
+                        "2-core VM under a load of 5, 2 threads ran the quick start 2.5-3x "
+                        "slower than 1, while on an idle machine of your own 2 threads give "
+                        "~1.7x the games/s of 1 (README); torch's choice with --device cuda, "
+                        "where the host threads only feed the GPU. Records are the same "
+                        "whatever the threads")
 
     s = p.add_argument_group("sampling")
     s.add_argument("--n-samples", type=int, default=None,
@@ -497,6 +499,8 @@ def check_args(args) -> str | None:
     problem = device_problem(args.device) or output_problem(args.out)
     if problem is not None:
         return problem
+    if args.threads is None:
+        args.threads = 1 if args.device == "cpu" else 0
     apply_default_labels(args)
     from ..engine.factory import pipeline_problem
     if args.behaviour_oracle == args.oracle:
