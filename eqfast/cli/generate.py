@@ -500,7 +500,7 @@ def check_args(args) -> str | None:
     if problem is not None:
         return problem
     if args.threads is None:
-        args.threads = 1 if args.device == "cpu" else 0
+        args.threads = 1 if args.device.startswith("cpu") else 0
     apply_default_labels(args)
     from ..engine.factory import pipeline_problem
     if args.behaviour_oracle == args.oracle:
