@@ -193,7 +193,9 @@ class _Interrupt:
     the main thread is inside one C call (a solver batch, a network forward) reach it as
     one call. The presses are counted where they arrive instead: the C-level handler writes
     one byte per signal to the wakeup pipe (signal.set_wakeup_fd), which the handler
-    drains, so a second press drops the batch as soon as the running call returns."""
+    drains, so a second press drops the batch as soon as the running call returns. (Two
+    presses that reach a process not scheduled in between are one pending signal to the
+    kernel, which no handler can tell apart.)"""
 
     def __init__(self):
         self.requested = False
