@@ -10,7 +10,7 @@ import torch
 
 from eqfast.bidding import (AuditConfig, HandError, StoppingRule, UniformCompletions,
                             bid_levels, cvar, evaluate, exact_values, format_table, fusion,
-                            parse_hand, sample_quantile, wilson)
+                            contract_summary, parse_hand, sample_quantile, wilson)
 from eqfast.bidding.lower import lower_engine, play_out
 from eqfast.rules.batched import BatchedGames
 from eqfast.rules.deal import deal_from_seed
@@ -274,3 +274,25 @@ def test_network_path_defers_audited_rows_to_the_solver():
     assert "network" in r["values"] and "network values" in r["labels"]["p_upper"]
     assert "first_lead" not in col(r, 9) and "p_upper_fixed_lead" not in cells[0]
     assert a["deferred_rows"] >= 0
+
+
+def test_table_probability_never_rounds_to_a_wrong_value():
+    """p in [0.995, 1) used to print as '.00' (the formatter cut '1.00' to '.00'); p just
+    above 0 as '.00'. Neither 1 nor 0 is printed for a p that is neither."""
+    from eqfast.bidding.report import _p
+
+    assert _p(1.0) == " 1  " and _p(0.0) == " 0  "
+    assert _p(0.5) == " .50" and _p(0.994) == " .99"
+    assert _p(0.996) == ">.99" and _p(0.9999) == ">.99"
+    assert _p(0.004) == "<.01" and _p(0.005) == " .01"
+    assert all(len(_p(x / 1000)) == 4 for x in range(1001))
+
+
+def test_cvar_is_the_mean_at_or_below_the_quantile_ties_included():
+    """CVaR_a = E[V | V <= q_a] (spec 004 §3, M3): every value tied at q_a counts, not just
+    the worst ceil(a N). Integer scores tie often."""
+    v = np.array([20, 30, 30, 30, 30, 32, 34, 36, 40, 42])
+    assert sample_quantile(v, 0.2) == 30
+    assert cvar(v, 0.2) == 28.0                # mean of 20, 30, 30, 30, 30; not 25.0
+    assert cvar(np.array([7, 7, 7]), 0.1) == 7.0
+    assert contract_summary(np.array([10] * 9 + [42]))["cvar10"] == 10.0

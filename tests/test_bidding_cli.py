@@ -102,3 +102,34 @@ def test_plot_draws_the_labelled_matrix(tmp_path):
                                "--plot", tmp_path / "m.txt"), "--plot", "m.txt")
     assert_usage_error(run_cli("bid", "--batch", "2", "--out", tmp_path / "b.jsonl",
                                "--plot", png), "--plot", "--batch")
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (["--completions", "1000000000"], "--completions"),
+    (["--target", "nan"], "--target"),
+    (["--audit-margin", "inf"], "--audit-margin"),
+    (["--sequential", "--max-completions", "1000000000"], "--max-completions"),
+])
+def test_limits_and_non_finite_numbers_exit_2(flags, needle):
+    assert_usage_error(run_cli("bid", "--hand", "6-6,6-5,6-4,6-3,6-2,6-1,6-0", "--lower", "0",
+                               *flags), needle)
+
+
+def test_progress_on_stderr_and_the_same_result_in_chunks(tmp_path):
+    """The values are computed in chunks with a progress line after each, and the lower
+    bracket reports its games; the result equals the one-piece computation, which
+    --sequential with one round of all completions gives."""
+    hand = "6-6,6-5,6-4,5-5,4-4,3-3,2-2"
+    proc = run_cli("bid", "--hand", hand, "--contracts", "6", "--completions", "250",
+                   "--lower", "3", "--lower-worlds", "4", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "values: 100/250" in proc.stderr and "values: 250/250" in proc.stderr
+    assert "lower bracket: 3/3 games" in proc.stderr
+    one = run_cli("bid", "--hand", hand, "--contracts", "6", "--sequential", "--start", "250",
+                  "--max-completions", "250", "--lower", "0", "--json")
+    chunked, whole = json.loads(proc.stdout), json.loads(one.stdout)
+    assert [c["p_upper"] for c in chunked["contracts"][0]["cells"]] == \
+        [c["p_upper"] for c in whole["contracts"][0]["cells"]]
+    quiet = run_cli("bid", "--hand", hand, "--contracts", "6", "--completions", "250",
+                    "--lower", "0", "--quiet")
+    assert quiet.returncode == 0 and quiet.stderr == ""

@@ -54,7 +54,17 @@ def not_weights(tmp_path_factory, dataset):
     (["--device", "tpu"], ["--device", "tpu"]),
     (["--threads", "-1"], ["--threads", "-1"]),
     pytest.param(["--device", "cuda"], ["cuda"], marks=NO_CUDA),
-], ids=["decl-10", "decl-foo", "device-tpu", "threads-negative", "device-cuda"])
+    (["--seed-start", "18446744073709551614"], ["--seed-start", "18446744073709551614"]),
+    (["--seed-start", str(2**63 - 1)], ["--seed-start", "largest game seed"]),
+    (["--games", str(10**30)], ["--games", "largest game seed"]),
+    (["--n-samples", "1000000000"], ["--n-samples", "1000000000"]),
+    (["--cv-samples", "1000000000", "--control-variate", "default"], ["--cv-samples"]),
+    (["--temperature", "nan"], ["--temperature", "nan"]),
+    (["--posterior", "--tau", "inf"], ["--tau", "inf"]),
+    (["--games-per-batch", "100000000"], ["--games-per-batch"]),
+], ids=["decl-10", "decl-foo", "device-tpu", "threads-negative", "device-cuda",
+        "seed-start-uint64", "seed-end-past-int64", "games-huge", "n-samples-1e9",
+        "cv-samples-1e9", "temperature-nan", "tau-inf", "games-per-batch-huge"])
 def test_generate_bad_arguments(tmp_path, argv, needles):
     out = tmp_path / "out"
     assert_usage_error(run_cli("generate", "--out", out, *TINY, *argv), *needles)
@@ -181,3 +191,84 @@ def test_ess_never_exceeds_n_worlds(tmp_path):
     records, _ = load_records(out)
     assert bool((records["ess"] <= records["n_worlds"].float()).all())
     assert bool((records["ess"] >= 1).all())
+
+
+def test_report_checks_its_output_path_before_the_work(tmp_path, dataset, monkeypatch, capsys):
+    """--out in a missing or unwritable directory, or of another kind, is refused at once,
+    not after the dataset was read and drawn."""
+    from eqfast.analysis import report as report_module
+    from eqfast.cli.report import main as report_main
+
+    monkeypatch.setattr(report_module, "write_report",
+                        lambda *a, **kw: pytest.fail("the work started"))
+    for out, needle in ((tmp_path / "missing" / "r.html", "missing"),
+                        (tmp_path / "r.txt", ".png or an .html")):
+        assert report_main([str(dataset), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and str(out) in err, err
+
+
+@pytest.mark.parametrize("module,argv", [
+    ("generate", ["--out", "", "--games", "1"]),
+    ("generate", ["--out", "  ", "--games", "1"]),
+    ("report", ["{ds}", "--out", ""]),
+    ("bid", ["--hand", "6-6,6-5,6-4,6-3,6-2,6-1,6-0", "--out", ""]),
+    ("arena", ["--policies", "random,rules", "--hands", "1", "--out", ""]),
+    ("label_oracle", ["--out", ""]),
+    ("export_oracle", ["--out", ""]),
+    ("train_oracle", ["--data", "{ds}", "--run", ""]),
+    ("train_stage2", ["--data", "{ds}", "--run", ""]),
+    ("view", [""]),
+    ("validate", ["", "--outcomes"]),
+], ids=lambda x: x if isinstance(x, str) else " ".join(x))
+def test_an_empty_path_is_refused(tmp_path, monkeypatch, capsys, module, argv):
+    """`--out ''` (an unset shell variable) would mean the current directory: refused
+    with exit 2 before anything is written."""
+    monkeypatch.chdir(tmp_path)
+    argv = [a.replace("{ds}", str(tmp_path)) for a in argv]
+    main = importlib.import_module(f"eqfast.cli.{module}").main
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert "empty" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("flag", ["--oracle", "--control-variate", "--behaviour-oracle"])
+def test_an_unknown_oracle_name_lists_the_valid_ones(tmp_path, flag):
+    extra = ["--posterior"] if flag == "--behaviour-oracle" else []
+    proc = run_cli("generate", "--out", tmp_path / "out", *TINY, *extra, flag, "bogus")
+    assert_usage_error(proc, flag, "bogus", "'default'", "'accurate'", "'exact'", ".safetensors")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("module,argv", [
+    ("generate", ["--help"]), ("generate", ["--out", "x", "--games", "0"]),
+    ("generate", ["--out", "x", "--temperature", "nan"]),
+    ("view", ["--help"]), ("view", ["x", "--bogus"]),
+    ("validate", ["--help"]), ("validate", ["x"]),
+    ("report", ["--help"]), ("bid", ["--help"]), ("bid", ["--hand", "6-6", "--completions", "0"]),
+    ("solve", ["--help"]), ("export_oracle", ["--help"]), ("eval_oracle", ["--help"]),
+    ("eval_stage2", ["--help"]), ("train_oracle", ["--help"]), ("label_oracle", ["--help"]),
+])
+def test_help_and_argument_errors_do_not_import_torch(module, argv):
+    """Importing torch takes 1.5 s on a quiet machine and over 10 s on a loaded one: --help
+    and argument errors answer without it."""
+    code = ("import sys\n"
+            f"from eqfast.cli.{module} import main\n"
+            "try:\n"
+            f"    main({argv!r})\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print('torch' in sys.modules, file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stderr.strip().splitlines()[-1] == "False", proc.stderr
+
+
+def test_validate_reports_progress_on_stderr(dataset):
+    proc = run_cli("validate", dataset, "--outcomes")
+    assert proc.returncode == 0, proc.stderr
+    assert "eqfast-validate: [" in proc.stderr and "--outcomes" in proc.stderr
+    quiet = run_cli("validate", dataset, "--outcomes", "--quiet")
+    assert quiet.returncode == 0 and quiet.stderr == ""

@@ -3,6 +3,7 @@ readers that refuse overlapping shards and sidecars without data, resume that re
 what is missing, and an unusable --out found before any work (all as subprocesses)."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -35,8 +36,8 @@ def _shard_files(root):
 def _split_with_records(root, seed):
     """The split whose shard of seed range seed..seed holds the game."""
     for split in SPLIT_NAMES:
-        f = root / split / f"shard_{seed:06d}-{seed:06d}.safetensors"
-        if f.stat().st_size > 1000:      # an empty shard is a header of a few hundred bytes
+        side = root / split / f"shard_{seed:06d}-{seed:06d}.json"
+        if json.loads(side.read_text())["shard"]["n_records"]:
             return split
     raise AssertionError(f"no split holds seed {seed}")
 
@@ -134,3 +135,95 @@ def test_read_only_output_directory_is_refused_before_any_work(tmp_path):
     finally:
         out.chmod(0o755)
     assert_usage_error(proc, str(out), "not writable")
+
+
+def _damage(path, how):
+    """Damage one shard's files as a disk, a copy or a hand might."""
+    side = path.with_suffix(".json")
+    if how == "truncated":
+        path.write_bytes(path.read_bytes()[:-100])
+    elif how == "bit-flip":
+        blob = bytearray(path.read_bytes())
+        blob[len(blob) // 2] ^= 0x10
+        path.write_bytes(bytes(blob))
+    elif how == "sidecar-without-shard":
+        doc = json.loads(side.read_text())
+        del doc["shard"]
+        side.write_text(json.dumps(doc))
+    elif how == "directory":
+        path.unlink()
+        path.mkdir()
+        (path / "x").write_text("not a shard")
+
+
+@pytest.mark.parametrize("how", ["truncated", "bit-flip", "sidecar-without-shard", "directory"])
+def test_resume_verifies_what_it_skips_and_regenerates_a_damaged_range(ds, how):
+    """A resume checks each saved range it would skip against its sidecar (size and
+    SHA-256); a damaged one is moved aside under damaged/ (named in the message) and played
+    again, so the dataset reads whole afterwards."""
+    split = _split_with_records(ds, 1)
+    bad = ds / split / "shard_000001-000001.safetensors"
+    good = (ds / split / "shard_000000-000000.safetensors").read_bytes()
+    _damage(bad, how)
+    proc = run_cli("generate", "--out", ds, "--games", "2", "--games-per-batch", "1",
+                   "--n-samples", "4", "--oracle", "exact", "--pipeline", "reference",
+                   "--threads", "1", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "damaged" in proc.stderr and "shard_000001-000001" in proc.stderr, proc.stderr
+    assert '"games": 1' in proc.stdout
+    aside = sorted(p.relative_to(ds) for p in (ds / "damaged").rglob("shard_000001-000001*"))
+    assert aside, list((ds / "damaged").rglob("*"))
+    assert all(str(p).startswith(f"damaged/{split}/") for p in aside)
+    records, _ = load_records(ds)
+    assert len(records) == 2 * 28 and sorted(set(records["seed"].tolist())) == [0, 1]
+    assert (ds / split / "shard_000000-000000.safetensors").read_bytes() == good
+
+
+def test_readers_skip_a_named_bad_shard_only_when_asked(ds):
+    split = _split_with_records(ds, 1)
+    _damage(ds / split / "shard_000001-000001.safetensors", "bit-flip")
+    name = f"{split}/shard_000001-000001"
+    assert_usage_error(run_cli("view", ds, "--print", "1"), "shard_000001-000001",
+                       "--skip-shard")
+    proc = run_cli("view", ds, "--print", "1", "--skip-shard", name)
+    assert proc.returncode == 0 and "seed 0" in proc.stdout, proc.stderr
+    assert "skipping" in proc.stderr and name in proc.stderr
+    proc = run_cli("validate", ds, "--outcomes", "--skip-shard", f"{name}.safetensors")
+    assert proc.returncode == 0, proc.stderr
+    records, _ = load_records(ds, skip=[name])
+    assert sorted(set(records["seed"].tolist())) == [0]
+    # a name that matches no shard is an error, not a silent no-op
+    assert_usage_error(run_cli("view", ds, "--print", "1", "--skip-shard", "shard_000009-000009"),
+                       "shard_000009-000009")
+
+
+def test_an_orphan_pt_file_of_a_killed_write_is_removed(ds):
+    """The .pt file is written first and the sidecar last: a .pt without its sidecar is a
+    write that never finished, removed (and named) when the next run starts."""
+    orphan = ds / "train" / "shard_000002-000002.pt"
+    orphan.write_bytes(b"a .pt whose sidecar was never written")
+    proc = run_cli("generate", "--out", ds, "--games", "2", "--games-per-batch", "1",
+                   "--n-samples", "4", "--oracle", "exact", "--pipeline", "reference",
+                   "--threads", "1", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert not orphan.exists() and "removed 1" in proc.stderr, proc.stderr
+
+
+def test_resume_keeps_the_pt_format_consistent(ds):
+    """A safetensors-only directory resumed with --format pt gets the .pt files of its
+    saved ranges too (each read back equal to its shard); a directory with .pt files resumed
+    without --format pt is refused, since its new ranges would lack them."""
+    from eqfast.data.shards import read_shard
+
+    args = ["--games", "3", "--games-per-batch", "1", "--n-samples", "4", "--oracle", "exact",
+            "--pipeline", "reference", "--threads", "1", "--quiet"]
+    proc = run_cli("generate", "--out", ds, *args, "--format", "pt")
+    assert proc.returncode == 0, proc.stderr
+    for split in SPLIT_NAMES:
+        for seed in range(3):
+            base = ds / split / f"shard_{seed:06d}-{seed:06d}"
+            a, meta_a = read_shard(base.with_suffix(".pt"))
+            b, meta_b = read_shard(base.with_suffix(".safetensors"))
+            assert meta_a == meta_b and sorted(a.tensors) == sorted(b.tensors)
+    assert_usage_error(run_cli("generate", "--out", ds, *args[:-1], "--games", "4"),
+                       "--format pt")

@@ -270,3 +270,141 @@ def test_cpu_default_labels_are_exact_with_budgets_by_trick(tmp_path, capsys):
         assert meta["oracle"]["name"] == "exact" and meta["control_variate"] is None, extra
         assert "cv_shift" not in records, extra
     assert "warning" not in capsys.readouterr().err
+
+
+def test_huge_games_plans_seed_ranges_lazily(tmp_path, capsys, monkeypatch):
+    """--games 10**6 (or 10**9) plans its seed ranges as it goes: nothing per game or per
+    batch is allocated before the first batch is played."""
+    import tracemalloc
+    from eqfast.engine import factory
+
+    seen = {}
+
+    class OneBatch:
+        backend, device, world_rows, oracle_rows = type("B", (), {"name": "x"}), "cpu", 0, 0
+
+        def run(self, batches, sink, on_batch=None):
+            seen["first"] = next(iter(batches))
+            seen["peak"] = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            return 0
+
+    def build_engine(*a, **kw):
+        tracemalloc.start()
+        return OneBatch()
+
+    monkeypatch.setattr(factory, "build_engine", build_engine)
+    assert main(["--out", str(tmp_path / "ds"), "--games", str(10**6), "--games-per-batch", "1",
+                 *FAST]) == 0
+    assert seen["first"] == [0]
+    assert seen["peak"] < 2_000_000, seen["peak"]
+
+
+def test_pending_count_equals_the_ranges_planned():
+    """The progress total counted without listing ranges equals what the plan yields, for
+    any batch size, rank, world size and set of ranges already written."""
+    import random
+    from eqfast.cli.generate import owned_ranges, pending_count, pending_ranges
+
+    rng = random.Random(5)
+    for _ in range(300):
+        start, n, per, world = rng.randrange(20), rng.randrange(1, 60), rng.randrange(1, 7), \
+            rng.randrange(1, 4)
+        rank = rng.randrange(world)
+        done = []
+        for _ in range(rng.randrange(4)):
+            lo = rng.randrange(80)
+            done.append((lo, lo + rng.randrange(8)))
+        planned = owned_ranges(pending_ranges(start, n, per, done), start, per, rank, world)
+        want = sum(hi - lo + 1 for lo, hi in planned)
+        assert pending_count(start, start + n, done, per, rank, world) == want, \
+            (start, n, per, world, rank, done)
+
+
+@pytest.mark.parametrize("delay", [0.3, 0.8, 1.5])
+def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path, delay):
+    """Ctrl+C while the command imports torch or loads its oracles: a one-line message and
+    exit status 130, never a raw KeyboardInterrupt traceback; nothing half-written."""
+    out = tmp_path / "ds"
+    proc = subprocess.Popen([sys.executable, "-m", "eqfast.cli.generate", "--out", str(out),
+                             "--games", "1", *FAST], env=dict(os.environ, PYTHONPATH=str(REPO)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode in (0, 130), err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    if proc.returncode == 130:
+        assert "eqfast-generate: " in err
+    for f in _all_shards(out):
+        read_shard(f)
+
+
+def test_two_presses_inside_one_c_call_drop_the_batch():
+    """Two Ctrl+C that arrive while the main thread is inside one long C call reach Python
+    as one handler call; the handler still counts two presses and drops the batch."""
+    import threading
+    from eqfast.cli.generate import _Interrupt
+
+    def press_twice():
+        for _ in range(2):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+
+    with pytest.raises(KeyboardInterrupt):
+        with _Interrupt() as interrupt:
+            threading.Timer(0.05, press_twice).start()
+            sum(range(60_000_000))              # one C call of ~1 s: both presses land in it
+            for _ in range(100):                 # the handler runs at the next bytecodes
+                time.sleep(0.01)
+    assert interrupt.presses == 2
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.parametrize("call,err", [("fsync", "ENOSPC"), ("replace", "EIO")])
+def test_os_errors_while_writing_a_shard_are_one_line(tmp_path, capsys, monkeypatch, call, err):
+    """A full disk or an I/O error while a shard is written: exit 1 with one line naming
+    the error and what is safe, no traceback, no temporary file left."""
+    import errno as errno_module
+
+    code = getattr(errno_module, err)
+
+    def failing(*a, **kw):
+        raise OSError(code, os.strerror(code))
+
+    out = tmp_path / "ds"
+    monkeypatch.setattr(os, call, failing)
+    status = main(["--out", str(out), "--games", "1", *FAST])
+    monkeypatch.undo()
+    captured = capsys.readouterr()
+    assert status == 1, captured.err
+    assert os.strerror(code) in captured.err and "intact" in captured.err
+    assert "Traceback" not in captured.err
+    assert not list(out.rglob("*.tmp"))
+
+
+def test_two_runs_write_byte_identical_files(tmp_path):
+    """Shard files are byte-reproducible: two processes (each with its own hash seed, which
+    orders safetensors' header map) writing the same games leave identical bytes in every
+    file, .pt included."""
+    runs = []
+    for k in range(2):
+        out = tmp_path / f"run{k}"
+        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONHASHSEED=str(k + 1))
+        proc = subprocess.run([sys.executable, "-m", "eqfast.cli.generate", "--out", str(out),
+                               "--games", "3", "--games-per-batch", "1", "--format", "pt",
+                               *FAST], env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        runs.append({p.relative_to(out): p.read_bytes() for p in out.rglob("shard_*")})
+    assert sorted(runs[0]) == sorted(runs[1]) and len(runs[0]) == 3 * 3 * 3
+    differ = [str(name) for name in runs[0] if runs[0][name] != runs[1][name]]
+    assert not differ, differ
+
+
+def test_threads_default_is_one_for_shared_machines():
+    """Two torch/solver threads on a busy 2-core machine ran the quick start 2.5-3x slower
+    than one (README, "Quick start"); more threads are asked for with --threads."""
+    from eqfast.cli.generate import build_parser, check_args
+
+    args = build_parser().parse_args(["--out", "x"])
+    assert check_args(args) is None and args.threads == 1

@@ -115,5 +115,42 @@ def test_coverage_lists_spans_gaps_and_unfinished_ranges(tmp_path):
     (out / "val" / "shard_000510-000511.safetensors").write_bytes(b"")    # a killed write
     c = coverage(out)
     assert c == {"games": 3, "shards": 3, "spans": [[500, 501], [504, 504]],
-                 "gaps": [[502, 503]], "unfinished": [[510, 511]]}
+                 "gaps": [[502, 503]], "overlaps": [], "unfinished": [[510, 511]]}
     assert view_main([str(out), "--coverage"]) == 0
+
+
+def test_ranks_must_agree_on_the_plan(tmp_path):
+    """The first rank records the plan (first seed, games per batch, world size) in the
+    directory; a rank started with another is refused before it writes, since its batches
+    would overlap the others' and leave gaps."""
+    out = tmp_path / "ds"
+    p = _generate(out, "--rank", "0", "--world-size", "2", "--games-per-batch", "1")
+    assert p.communicate(timeout=300) and p.returncode == 0
+    before = completed_seed_ranges(out)
+    for extra, needle in ((["--games-per-batch", "2"], "--games-per-batch"),
+                          (["--games-per-batch", "1", "--world-size", "3"], "--world-size"),
+                          (["--games-per-batch", "1", "--seed-start", "501"], "--seed-start")):
+        p = _generate(out, "--rank", "1", "--world-size", "2", *extra)
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 2 and needle in err and "plan" in err, (extra, err)
+        assert "Traceback" not in err
+        assert completed_seed_ranges(out) == before
+    p = _generate(out, "--rank", "1", "--world-size", "2", "--games-per-batch", "1")
+    assert p.communicate(timeout=300) and p.returncode == 0
+    assert completed_seed_ranges(out) == [(s, s) for s in range(500, 506)]
+
+
+def test_coverage_counts_each_game_once_and_names_overlaps(tmp_path):
+    from eqfast.cli.view import coverage, main as view_main
+
+    out = tmp_path / "ds"
+    p = _generate(out, "--games-per-batch", "2", "--games", "4")
+    assert p.communicate(timeout=300) and p.returncode == 0
+    for split in ("train", "val", "test"):           # a range of another batch size on top
+        for ext in ("safetensors", "json"):
+            src = out / split / f"shard_000502-000503.{ext}"
+            (out / split / f"shard_000501-000502.{ext}").write_bytes(src.read_bytes())
+    c = coverage(out)
+    assert c["games"] == 4 and c["spans"] == [[500, 503]]
+    assert c["overlaps"] == [[[500, 501], [501, 502]], [[501, 502], [502, 503]]]
+    assert view_main([str(out), "--coverage"]) == 1             # the readers refuse them

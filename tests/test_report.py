@@ -64,3 +64,11 @@ def test_bad_input_exits_2(dataset, tmp_path, capsys, argv, needle):
     assert report.main(argv) == 2
     assert needle in capsys.readouterr().err
     assert not (tmp_path / "r.png").exists()
+
+
+def test_progress_lines_on_stderr_unless_quiet(dataset, tmp_path, capsys):
+    assert report.main([str(dataset), "--out", str(tmp_path / "r.png")]) == 0
+    err = capsys.readouterr().err
+    assert "eqfast-report: [" in err and "reading" in err and "drawing" in err
+    assert report.main([str(dataset), "--out", str(tmp_path / "q.png"), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from eqfast.cli import generate, view
-from eqfast.data.shards import read_shard, write_shard
+from eqfast.data.shards import load_records, read_shard, write_shard
 from eqfast.rules.deal import deal_from_seed
 from eqfast.rules.tables import DECL_NAMES, tile_name
 
@@ -20,7 +20,7 @@ def dataset(tmp_path_factory):
                         "--seed-start", str(SEEDS[0]), "--n-samples", "8", "--oracle", "exact",
                         "--store-worlds", "--quiet"])
     assert rc == 0
-    records, metas = view.load_records(out)
+    records, metas = load_records(out)
     assert len(records) == 56
     return out, records
 
@@ -119,3 +119,44 @@ def test_bad_paths_exit_2(dataset, capsys, tmp_path):
     assert rc == 2 and str(bad) in err and "truncated" in err
     rc, _, err = _print(capsys, root, "--print", 1, "--start", 999)
     assert rc == 2 and "--start" in err
+
+
+def _rewritten(dataset, tmp_path, change_records=None, change_meta=None):
+    """A copy of the dataset's train shard, rewritten (valid size and hash) with a change."""
+    root, _ = dataset
+    shard = next(f for f in (root / "train").glob("*.safetensors") if len(read_shard(f)[0]))
+    records, meta = read_shard(shard)
+    if change_records is not None:
+        records = change_records(records)
+    if change_meta is not None:
+        meta = change_meta(dict(meta))
+    out = tmp_path / "train" / shard.name
+    write_shard(records, meta, out)
+    return out
+
+
+def test_readers_refuse_nan_and_broken_invariants_naming_shard_and_field(dataset, capsys, tmp_path):
+    from eqfast.data.schema import DecisionRecords
+
+    def nan_in_eq(records):
+        t = dict(records.tensors)
+        t["e_q_mean"] = t["e_q_mean"].clone()
+        t["e_q_mean"][3, 0] = float("nan")
+        return DecisionRecords(t)
+
+    bad = _rewritten(dataset, tmp_path, change_records=nan_in_eq)
+    for target in (bad, tmp_path):
+        rc, _, err = _print(capsys, target, "--print", 1)
+        assert rc == 2 and bad.name in err and "e_q_mean" in err, err
+
+
+def test_readers_check_the_schema_version(dataset, capsys, tmp_path):
+    bad = _rewritten(dataset, tmp_path, change_meta=lambda m: {**m, "version": "3.0"})
+    rc, _, err = _print(capsys, bad, "--print", 1)
+    assert rc == 2 and bad.name in err and "3.0" in err and "2.1" in err, err
+
+
+def test_coverage_of_a_directory_that_is_no_dataset_exits_2(capsys, tmp_path):
+    (tmp_path / "notes.txt").write_text("not a dataset")
+    rc, out, err = _print(capsys, tmp_path, "--coverage")
+    assert rc == 2 and "no eqfast-generate shards" in err and str(tmp_path) in err

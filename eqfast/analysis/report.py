@@ -303,18 +303,21 @@ def _cell(v) -> str:
     return html.escape(f"{v:.3f}" if isinstance(v, float) else str(v))
 
 
-def write_report(source, out) -> dict:
+def write_report(source, out, skip=(), progress=None) -> dict:
     """Draw the report of `source` (a dataset directory or shard, a training run
     directory, or a league: its league.json or its directory) into `out` (.png or .html),
-    atomically. Returns what was drawn."""
+    atomically, less the shards `skip` names (load_records); progress(message) hears each
+    step. Returns what was drawn."""
     from ..data.shards import load_records
     from ..utils.atomic import atomic_write_bytes
 
     source, out = Path(source), Path(out)
     if out.suffix not in (".png", ".html"):
         raise ValueError(f"--out {out}: the report is a .png or an .html file")
+    say = progress or (lambda message: None)
     league = read_league(source)
     if league is not None:
+        say(f"reading the league {source}")
         fig, kind = draw_league(league), "league"
         pts = league["ratings"]["points"]["ratings"]
         tables = _table([{"policy": n, "rating": None if v is None else v["rating"],
@@ -324,19 +327,23 @@ def write_report(source, out) -> dict:
             [{k: p[k] for k in ("a", "b", "hands", "status", "mean_diff", "half_width",
                                 "win_share")} for p in league["pairs"]])
     elif (source / "history.jsonl").exists():
+        say(f"reading the training run {source}")
         numbers = run_figures(source)
         fig, kind = draw_run(numbers), "training run"
         tables = _table([{k: p.get(k) for k in ("step", "rows_seen", "wall_s", "q_gap",
                                                  "q_mae", "accuracy")}
                          for p in numbers["history"]])
     else:
-        records, _ = load_records(source)
+        say(f"reading {source}")
+        records, _ = load_records(source, skip=skip)
         if len(records) == 0:
             raise ValueError(f"{source}: no records to draw")
+        say(f"computing the figures of {len(records)} records")
         numbers = dataset_figures(records)
         fig, kind = draw_dataset(numbers), "dataset"
         tables = _table(numbers["by_decision"]) + _table(
             [{"mode": k, "records": v} for k, v in numbers["modes"].items()])
+    say(f"drawing {out}")
     png = _png(fig)
     if out.suffix == ".png":
         atomic_write_bytes(out, png)

@@ -188,7 +188,8 @@ def engine_config(metadata: dict, *, seed: int, n_samples: int,
 
 def run_decisions(records: DecisionRecords, oracle, metadata: dict, *, seed: int,
                   n_samples: int | None = None, device="cpu", backend="reference",
-                  store_worlds: bool = False, behaviour_oracle=None) -> DecisionRecords:
+                  store_worlds: bool = False, behaviour_oracle=None,
+                  progress=None) -> DecisionRecords:
     """Each record's decision re-run by the engine: rows aligned with `records`.
 
     seed: the run seed of the world draws (the record's run seed reproduces its worlds).
@@ -197,8 +198,11 @@ def run_decisions(records: DecisionRecords, oracle, metadata: dict, *, seed: int
     one number of worlds for all rows (n_samples given, or every record's n_worlds equal).
     behaviour_oracle: the posterior's behaviour model when the run had its own
     (--behaviour-oracle); None = `oracle`'s.
+    progress(done, total): called with the records re-run so far, after each group of
+    records of one decision index (and number of worlds).
     """
     out: list = [None] * len(records)
+    done = 0
     for (d, n), rows in _groups(records, by_worlds=n_samples is None).items():
         part = records.select(rows)
         games = replay_to_decision(part, device)
@@ -209,6 +213,9 @@ def run_decisions(records: DecisionRecords, oracle, metadata: dict, *, seed: int
         fresh, _ = engine.decide(games, part["seed"].tolist(), int(d), part["game_idx"])
         for k, r in enumerate(rows.tolist()):
             out[r] = fresh.select(slice(k, k + 1))
+        done += len(rows)
+        if progress is not None:
+            progress(done, len(records))
     if not out:
         return records.select(slice(0, 0))
     fresh = DecisionRecords.cat(out)

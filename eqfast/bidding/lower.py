@@ -33,9 +33,10 @@ def game_seeds(n: int, contracts, start: int = 0) -> np.ndarray:
 
 
 def play_out(engine: Engine, completions: np.ndarray, contracts, start: int = 0,
-             games_per_batch: int = 256) -> np.ndarray:
+             games_per_batch: int = 256, progress=None) -> np.ndarray:
     """Bidder team points [n, C] when the E[Q] engine plays every seat of completion
-    start+j under contract c; rows contract-major inside the engine."""
+    start+j under contract c; rows contract-major inside the engine. progress(done, total)
+    is called after each trick, with the games played so far (whole games' worth)."""
     n, C = len(completions), len(contracts)
     hands = np.tile(completions.astype(np.int64), (C, 1, 1))
     decl = np.repeat(np.asarray(contracts, dtype=np.int64), n)
@@ -50,5 +51,7 @@ def play_out(engine: Engine, completions: np.ndarray, contracts, start: int = 0,
             for d in range(N_DECISIONS):
                 _, slot = engine.decide(games, batch_seeds, d, idx)
                 games = engine.backend.play(games, slot)
+                if progress is not None and d % 4 == 3:       # after each trick
+                    progress(s + len(batch_seeds) * (d + 1) // N_DECISIONS, C * n)
         points[sl] = games.points[:, BIDDER % 2].cpu().numpy()
     return points.reshape(C, n).T

@@ -35,6 +35,10 @@ def p_label(model: str, method: str) -> str:
     return f"P_{model}(make | {method})"
 
 
+#: completions valued per call when N is fixed (a progress line after each)
+VALUE_CHUNK = 100
+
+
 def evaluate(hand, n: int = 500, seed: int = 0, model: CompletionModel | str = "uniform_consistent",
              contracts=CONTRACTS, max_marks: int = 2, threads: int | None = None,
              stopping: StoppingRule | None = None, network=None, network_info: dict | None = None,
@@ -79,7 +83,16 @@ def evaluate(hand, n: int = 500, seed: int = 0, model: CompletionModel | str = "
 
     stop_info = None
     if stopping is None:
-        comp, v = values(0, n)
+        # in chunks, so that progress shows; completions and values are per index, so the
+        # result is the same as in one piece
+        parts = []
+        for lo in range(0, n, VALUE_CHUNK):
+            parts.append(values(lo, min(n, lo + VALUE_CHUNK)))
+            if n > VALUE_CHUNK:
+                say(f"values: {min(n, lo + VALUE_CHUNK)}/{n} completions x {len(contracts)} "
+                    f"contracts ({time.perf_counter() - t0:.1f} s)")
+        comp = np.concatenate([c for c, _ in parts])
+        v = np.concatenate([x for _, x in parts])
     else:
         comp, v = values(0, stopping.start)
         history = [best_bid(v, needs, stopping.target)]
@@ -111,7 +124,12 @@ def evaluate(hand, n: int = 500, seed: int = 0, model: CompletionModel | str = "
     if lower_engine is not None and lower_n > 0:
         from .lower import play_out
         k = min(lower_n, n)
-        lower = play_out(lower_engine, comp[:k], contracts)
+        say(f"lower bracket: the E[Q] player on every seat of {k} completions x "
+            f"{len(contracts)} contracts")
+        lower = play_out(lower_engine, comp[:k], contracts,
+                         progress=lambda done, total: say(
+                             f"lower bracket: {done}/{total} games "
+                             f"({time.perf_counter() - t1:.1f} s)"))
         say(f"lower bracket, {k} completions x {len(contracts)} contracts: "
             f"{time.perf_counter() - t1:.1f} s")
     t_lower = time.perf_counter() - t1

@@ -3,7 +3,16 @@ from __future__ import annotations
 
 
 def _p(x: float) -> str:
-    return " 1  " if x == 1 else " 0  " if x == 0 else f"{x:.2f}"[1:].rjust(4) if x < 1 else f"{x:.2f}"
+    """A probability in 4 characters: ' 1  ' and ' 0  ' only when exact, '>.99' / '<.01'
+    for values that two decimals would round to 1 or 0, else ' .NN'."""
+    if x == 1 or x == 0:
+        return f" {x:.0f}  "
+    text = f"{x:.2f}"
+    if text == "1.00":
+        return ">.99"
+    if text == "0.00":
+        return "<.01"
+    return text[1:].rjust(4)
 
 
 def _g(x) -> str:

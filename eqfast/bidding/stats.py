@@ -6,7 +6,10 @@ Definitions (docs/BIDDING.md "Fields"):
 - Quantiles are sample quantiles that are observed values: q_a = the smallest v with
   F_N(v) >= a (the inverted empirical CDF), so q10 = 28 means at least 10% of the
   completions score 28 or less.
-- CVaR_a = the mean of the worst ceil(a N) completions (the lower-tail mean).
+- CVaR_a = E[V | V <= q_a], the mean of every completion at or below the quantile q_a
+  (spec 004 §3, M3): values tied at q_a all count, so with integer scores, which tie often,
+  it can exceed the mean of the worst ceil(a N) (V = 20, 30 x 4, 32, ..., a = 0.2: 28.0,
+  not 25.0).
 """
 from __future__ import annotations
 
@@ -39,9 +42,11 @@ def sample_quantile(sorted_v: np.ndarray, a: float):
 
 
 def cvar(sorted_v: np.ndarray, a: float) -> float:
-    """Mean of the worst ceil(a N) values of an ascending sorted sample."""
-    k = max(1, math.ceil(a * len(sorted_v)))
-    return float(np.mean(sorted_v[:k]))
+    """E[V | V <= q_a] of an ascending sorted sample: the mean of every value at or below
+    sample_quantile(sorted_v, a), ties at the quantile included."""
+    sorted_v = np.asarray(sorted_v)
+    q = sample_quantile(sorted_v, a)
+    return float(np.mean(sorted_v[:np.searchsorted(sorted_v, q, side="right")]))
 
 
 def contract_summary(v: np.ndarray) -> dict:

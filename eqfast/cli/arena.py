@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import torch
 
@@ -31,7 +30,7 @@ from ..play.league import (DEFAULT_CHUNK_HANDS, DEFAULT_MAX_HANDS, DEFAULT_MIN_H
                            STATE_FILE, LeagueSettings)
 from ..play.policies import POLICIES, USAGE, policy_from_spec
 from ..utils.progress import Progress
-from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
+from .common import HelpFormatter, device_problem, path_type, quiet_on_closed_stdout
 
 PROG = "eqfast-arena"
 
@@ -87,11 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (settings, matches, per-policy rates) instead "
                         "of the table")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", type=path_type, default=None,
                    help="also write the JSON object to this file (atomically)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     g = p.add_argument_group("league (eqfast/play/league.py, docs/PLAY.md 'League')")
-    g.add_argument("--league", type=Path, default=None, metavar="DIR",
+    g.add_argument("--league", type=path_type, default=None, metavar="DIR",
                    help="play the league of --policies in DIR (created if needed; resumes "
                         "the league DIR holds) and write DIR/league.json")
     g.add_argument("--target-ci", type=float, default=None,

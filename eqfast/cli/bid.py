@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from .common import HelpFormatter, quiet_on_closed_stdout
+from .common import HelpFormatter, path_arg, quiet_on_closed_stdout
 
 DESCRIPTION = """\
 Evaluate a Texas 42 bidder's hand: the bidder sits at seat 0, declares and leads. For N
@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     lb.add_argument("--gap-warn", type=float, default=0.15, help="warn when |p_upper - p_lower| exceeds this")
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    out.add_argument("--out", help="write the JSON here (with --batch: JSON lines, appended)")
+    out.add_argument("--out", type=path_arg, help="write the JSON here (with --batch: JSON lines, appended)")
     out.add_argument("--detail", choices=["best", "all", "none"], default="best",
                      help="per-level rows for the chosen contract, every contract, or none")
     out.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -88,9 +88,24 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: most completions of one evaluation: each is a deal solved in every contract, held in
+#: memory with its values
+MAX_COMPLETIONS = 1_000_000
+
+
 def _check(args, p) -> None:
+    import math
+
     if args.completions < 1:
         p.error("--completions must be >= 1")
+    for name in ("completions", "max_completions", "start", "step"):
+        if getattr(args, name) > MAX_COMPLETIONS:
+            p.error(f"--{name.replace('_', '-')} must be <= {MAX_COMPLETIONS:,}, got "
+                    f"{getattr(args, name)}")
+    for name in ("target", "width", "audit_fraction", "audit_margin", "gap_warn"):
+        if not math.isfinite(getattr(args, name)):
+            p.error(f"--{name.replace('_', '-')} must be a finite number, got "
+                    f"{getattr(args, name)}")
     if args.threads < 0 or args.threads > 64:
         p.error("--threads must be 0..64")
     if args.lower < 0 or args.lower_worlds < 1:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import sys
-
-import torch
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -18,6 +17,21 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if action.default is None or action.default is False:
             return action.help
         return super()._get_help_string(action)
+
+
+def path_arg(text: str) -> str:
+    """argparse type of a path flag: refuses an empty value, which an unset shell variable
+    gives (`--out "$DIR"`) and which would otherwise mean the current directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path (an unset shell variable?): name a file "
+                                         "or directory")
+    return text
+
+
+def path_type(text: str):
+    """path_arg as a pathlib.Path."""
+    from pathlib import Path
+    return Path(path_arg(text))
 
 
 def quiet_on_closed_stdout(main):
@@ -59,13 +73,12 @@ def records_dir_problem(data, splits) -> str | None:
 
 
 def device_problem(device: str) -> str | None:
-    """Why --device cannot be used here (None if it can)."""
-    try:
-        kind = torch.device(device).type
-    except RuntimeError:
-        kind = None
-    if kind not in ("cpu", "cuda"):
+    """Why --device cannot be used here (None if it can). Imports torch only to ask for
+    CUDA, so a bad flag is reported at once."""
+    if re.fullmatch(r"cpu(:0)?|cuda(:\d+)?", device or "") is None:
         return f"--device must be cpu, cuda or cuda:N, got {device!r}"
-    if kind == "cuda" and not torch.cuda.is_available():
-        return f"--device {device} but no CUDA device is available"
+    if device.startswith("cuda"):
+        import torch
+        if not torch.cuda.is_available():
+            return f"--device {device} but no CUDA device is available"
     return None

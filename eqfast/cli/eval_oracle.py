@@ -16,12 +16,11 @@ import sys
 import time
 
 import numpy as np
-import torch
 
 from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
 
 
-def fresh_rows(seed_start: int, deals: int) -> dict[str, torch.Tensor]:
+def fresh_rows(seed_start: int, deals: int) -> dict:
     """Label deals seed_start .. seed_start+deals-1 with the solver, as in training."""
     from ..oracle.dataset import COLUMNS, as_tensors, label_game
 
@@ -77,12 +76,14 @@ def check_args(a) -> str | None:
 
 @quiet_on_closed_stdout
 def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
+    import torch
+
     from ..oracle.dataset import as_batch, load_shards
     from ..oracle.evaluate import fidelity, format_report, predict, rows_per_second
     from ..oracle.factory import weights_path
     from ..oracle.weights import OracleWeightsError, load_oracle
 
-    a = build_parser().parse_args(argv)
     problem = check_args(a)
     weights = weights_path(a.weights)
     if problem is None:

@@ -17,14 +17,12 @@ import json
 import sys
 import time
 
-import torch
-
 from .common import (HelpFormatter, device_problem, quiet_on_closed_stdout,
                      records_dir_problem)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..stage2.weights import DEFAULT_STAGE2
+    from ..paths import DEFAULT_STAGE2
 
     ap = argparse.ArgumentParser(prog="eqfast-eval-stage2", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
@@ -60,6 +58,9 @@ def check_args(a) -> str | None:
 
 @quiet_on_closed_stdout
 def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
+    import torch
+
     from ..data.shards import ShardError
     from ..stage2.data import load_split, prepare_rows
     from ..stage2.evaluate import (PLACES, decisions_per_second, format_by, format_report,
@@ -67,7 +68,6 @@ def main(argv=None) -> int:
     from ..stage2.model import script_model
     from ..stage2.weights import Stage2WeightsError, load_stage2_with_meta
 
-    a = build_parser().parse_args(argv)
     problem = check_args(a)
     if problem is None:
         torch.set_num_threads(a.threads)

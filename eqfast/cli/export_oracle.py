@@ -9,17 +9,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import HelpFormatter, device_problem
+from .common import HelpFormatter, device_problem, path_arg
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..oracle.weights import DEFAULT_MODEL
+    from ..paths import DEFAULT_MODEL
 
     ap = argparse.ArgumentParser(prog="eqfast-export-oracle", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
     ap.add_argument("--weights", default=str(DEFAULT_MODEL),
                     help="oracle weights (.safetensors) to export")
-    ap.add_argument("--out", required=True, help="file to write")
+    ap.add_argument("--out", required=True, type=path_arg, help="file to write")
     ap.add_argument("--format", choices=["torchscript", "onnx"], default="torchscript",
                     help="torchscript (torch.jit.load) or onnx (any ONNX runtime; checked with "
                          "onnxruntime against the torch module on every position of 4 played "
@@ -34,10 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
     from ..oracle.export import OnnxUnavailable, export_onnx, export_torchscript
     from ..oracle.weights import OracleWeightsError
 
-    a = build_parser().parse_args(argv)
     problem = device_problem(a.device)
     if problem is None and a.format == "onnx" and a.device != "cpu":
         problem = f"--device {a.device}: the ONNX export runs on the cpu"

@@ -4,7 +4,9 @@ Games are identified by their seed (deal, declarer and declaration follow from i
 eqfast.engine.games). The run covers seeds [--seed-start, --seed-start + --games) in
 batches of --games-per-batch; each batch is written as one shard per split
 (train/val/test, a stable hash of the game seed) named by its seed range. A batch whose
-three sidecars exist is complete and skipped, so re-running the same command resumes.
+three sidecars exist is complete and skipped, so re-running the same command resumes;
+a skipped shard is first checked against its sidecar (size, SHA-256), and a damaged one is
+moved to <out>/damaged/ and its range generated again.
 
 Ctrl+C finishes the batch in flight and writes it (a second Ctrl+C drops it); shards are
 written atomically, so an interrupted run never loses or corrupts a saved shard. A run
@@ -16,25 +18,23 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
+import signal
 import sys
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from ..data.shards import (completed_seed_ranges, incomplete_seed_ranges, output_problem,
-                           write_split_shards)
-from ..engine.factory import build_engine, resolve_pipeline
-from ..engine.pipeline import ORACLE_PRECISIONS, EngineConfig
-from ..engine.policy import ExplorationConfig
-from ..engine.posterior import PosteriorConfig
-from ..engine.games import parse_decl_mode
-from ..data.metadata import build_metadata, jsonable
-from ..utils.profiling import stage_table
-from ..utils.progress import Progress
-from .common import HelpFormatter, device_problem
-from .scaleout import (add_rank_arguments, drive, interruptible,
+from ..engine.precisions import ORACLE_PRECISIONS
+from .common import HelpFormatter, device_problem, path_type
+from .scaleout import (Interrupt, add_rank_arguments, drive, interruptible,
+                       launcher_rank,  # noqa: F401  (re-exported: tests and scripts use it)
                        rank_problem, resume_conflict, with_output_lock)
+
+if TYPE_CHECKING:
+    from ..engine.pipeline import EngineConfig
+
+# torch and the engine are imported inside the functions that use them, so that --help and
+# argument errors answer at once (importing torch takes 1.5-12 s)
 
 #: flags that only act together with another one: {switch: flags it enables}
 DEPENDENT_FLAGS = {"posterior": ("tau", "beta", "window", "delta", "behaviour_oracle",
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "diagnostics per legal move (dataset schema 2.1, docs/DATASET.md).",
         formatter_class=HelpFormatter)
     g = p.add_argument_group("run")
-    g.add_argument("--out", required=True, type=Path, help="output directory (train/ val/ test/)")
+    g.add_argument("--out", required=True, type=path_type, help="output directory (train/ val/ test/)")
     g.add_argument("--games", type=int, default=64,
                    help="games to generate: seeds [seed-start, seed-start + games)")
     g.add_argument("--target-games", type=int, default=None,
@@ -112,9 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "argmax changed in 1%% of them); int8 (CPU: the Linear layers "
                         "quantized; 1.4x the engine's games/s for +0.02 q_gap); "
                         "benchmarks/RESULTS.md")
-    o.add_argument("--threads", type=int, default=0,
-                   help="torch CPU threads (0 = as many as torch picks; 1 is fastest on a busy "
-                        "machine)")
+    o.add_argument("--threads", type=int, default=None,
+                   help="torch and solver threads on the CPU (0 = as many as torch picks). "
+                        "When left out, 1 with --device cpu, safe on a shared machine: on a "
+                        "2-core VM under a load of 5, 2 threads ran the quick start 2.5-3x "
+                        "slower than 1, while on an idle machine of your own 2 threads give "
+                        "~1.7x the games/s of 1 (README); torch's choice with --device cuda, "
+                        "where the host threads only feed the GPU. Records are the same "
+                        "whatever the threads")
 
     s = p.add_argument_group("sampling")
     s.add_argument("--n-samples", type=int, default=None,
@@ -185,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: kept under its old name for callers that import it from here
+_Interrupt = Interrupt
+
 def pending_ranges(seed_start: int, n_games: int | None, per_batch: int, done):
     """Seed ranges [lo, hi] still to generate, in order (n_games None = forever).
 
@@ -216,6 +224,8 @@ def run_settings(cfg: EngineConfig, identity: dict, cv_identity: dict | None = N
     behaviour_identity, play_identity: the control variate's and the behaviour model's
     oracles and the play policy, if any)."""
     from dataclasses import asdict
+
+    from ..data.metadata import jsonable
     return jsonable({
         "run_seed": cfg.seed, "n_samples": cfg.n_samples, "sem": cfg.sem,
         "max_samples": cfg.max_samples if cfg.sem is not None else None,
@@ -265,14 +275,42 @@ def owned_ranges(ranges, seed_start: int, per_batch: int, rank: int, world: int)
             lo = end + 1
 
 
+def owned_seeds(lo: int, end: int, seed_start: int, per_batch: int, rank: int,
+                world: int) -> int:
+    """How many seeds of [lo, end) lie in this rank's batches (`batch_rank`), counted
+    without listing them."""
+    def below(x: int) -> int:                     # owned seeds of [seed_start, x)
+        full, rest = divmod(max(0, x - seed_start), per_batch * world)
+        return full * per_batch + min(per_batch, max(0, rest - rank * per_batch))
+    return below(max(lo, end)) - below(lo)
+
+
+def pending_count(seed_start: int, end: int, done, per_batch: int, rank: int,
+                  world: int) -> int:
+    """The seeds of [seed_start, end) in this rank's batches that no range of `done`
+    covers: what owned_ranges(pending_ranges(...)) yields, counted in O(len(done))."""
+    count = owned_seeds(seed_start, end, seed_start, per_batch, rank, world)
+    merged: list[list[int]] = []
+    for lo, hi in sorted(done):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    for lo, hi in merged:
+        lo, stop = max(lo, seed_start), min(hi + 1, end)
+        if lo < stop:
+            count -= owned_seeds(lo, stop, seed_start, per_batch, rank, world)
+    return count
+
+
 def batch_owner(args):
     """Whether this rank owns the batch that holds seed `lo` (see owned_ranges)."""
     return lambda lo: batch_rank(lo, args.seed_start, args.games_per_batch,
                                  args.world_size) == args.rank
 
 
-#: the CPU default's world budgets by trick and control variate (docs/GENERATE.md,
-#: "Choosing the labels")
+#: the CPU default's world budgets by trick and control variate (README, "Choosing the
+#: labels")
 DEFAULT_EXACT_BUDGETS = "25,50,100,100,100,100,100"
 DEFAULT_CONTROL_VARIATE = "default"
 DEFAULT_BEHAVIOUR_ORACLE = "default"
@@ -311,6 +349,52 @@ def apply_default_labels(args) -> None:
         args.n_samples = DEFAULT_N
 
 
+#: game seeds are int64 in the records and in the seed mixing (eqfast.rules.deal.mix_seeds)
+MAX_SEED = 2**63 - 1
+#: most games in one batch, and most worlds of one decision (--n-samples, --max-samples,
+#: --cv-samples, each --n-by-trick entry): every world of a batch's decision is in memory at
+#: once, so their product is bounded too
+MAX_GAMES_PER_BATCH = 65_536
+MAX_WORLDS = 100_000
+MAX_WORLD_ROWS = 2**24
+#: flags that take a real number, which must be finite
+FLOAT_FLAGS = ("sem", "tau", "beta", "delta", "temperature", "epsilon", "blunder_rate",
+               "blunder_max_regret")
+
+
+def limit_problem(args) -> str | None:
+    """The first flag outside what the engine can hold: seeds past int64, batches or
+    worlds that cannot fit in memory, real numbers that are NaN or infinite."""
+    import math
+
+    flag = lambda name: f"--{name.replace('_', '-')}"  # noqa: E731
+    for name in FLOAT_FLAGS:
+        value = getattr(args, name)
+        if value is not None and not math.isfinite(value):
+            return f"{flag(name)} must be a finite number, got {value}"
+    if args.seed_start > MAX_SEED:
+        return f"--seed-start {args.seed_start}: the largest game seed is {MAX_SEED} (2**63 - 1)"
+    n_games = args.target_games or args.games
+    if args.seed_start + n_games - 1 > MAX_SEED:
+        which = "--target-games" if args.target_games else "--games"
+        return (f"--seed-start {args.seed_start} with {which} {n_games} goes past the largest "
+                f"game seed, {MAX_SEED} (2**63 - 1)")
+    if args.games_per_batch > MAX_GAMES_PER_BATCH:
+        return f"--games-per-batch must be <= {MAX_GAMES_PER_BATCH:,}, got {args.games_per_batch}"
+    worlds = [("n_samples", args.n_samples), ("cv_samples", args.cv_samples),
+              ("max_samples", args.max_samples if args.sem is not None else None)]
+    if args.n_by_trick is not None:
+        worlds.append(("n_by_trick", max(parse_n_by_trick(args.n_by_trick), default=None)))
+    for name, n in worlds:
+        if n is not None and n > MAX_WORLDS:
+            return f"{flag(name)} must be <= {MAX_WORLDS:,} worlds per decision, got {n}"
+        if n is not None and n * args.games_per_batch > MAX_WORLD_ROWS:
+            return (f"{flag(name)} {n} x --games-per-batch {args.games_per_batch} = "
+                    f"{n * args.games_per_batch:,} worlds in memory at once (at most "
+                    f"{MAX_WORLD_ROWS:,}): lower one of them")
+    return None
+
+
 def check_args(args) -> str | None:
     """The first problem with the arguments, or None; fills in the device's default
     --oracle once the device is known to be valid, and the rank and world size from the
@@ -321,16 +405,19 @@ def check_args(args) -> str | None:
     for name in ("seed_start", "target_games", "threads"):
         if (getattr(args, name) or 0) < 0:
             return f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}"
-    if not 0 <= args.exact_tricks <= 7:
-        return "--exact-tricks must be 0..7"
-    problem = rank_problem(args)
-    if problem is not None:
-        return problem
     if args.n_by_trick is not None:
         try:
             parse_n_by_trick(args.n_by_trick)
         except ValueError as e:
             return f"--n-by-trick {args.n_by_trick!r}: {e}"
+    problem = limit_problem(args)
+    if problem is not None:
+        return problem
+    if not 0 <= args.exact_tricks <= 7:
+        return "--exact-tricks must be 0..7"
+    problem = rank_problem(args)
+    if problem is not None:
+        return problem
     if args.control_variate not in (None, "none"):
         if args.control_variate == "exact":
             return ("--control-variate exact: the control variate must be a network oracle, "
@@ -338,6 +425,8 @@ def check_args(args) -> str | None:
         if args.control_variate == args.oracle:
             return (f"--control-variate {args.control_variate} is --oracle itself: the "
                     "correction would be 0")
+    from ..data.shards import output_problem
+    from ..engine.games import parse_decl_mode
     try:
         parse_decl_mode(args.decl)
     except ValueError:
@@ -345,6 +434,8 @@ def check_args(args) -> str | None:
     problem = device_problem(args.device) or output_problem(args.out)
     if problem is not None:
         return problem
+    if args.threads is None:
+        args.threads = 1 if args.device.startswith("cpu") else 0
     apply_default_labels(args)
     from ..engine.factory import pipeline_problem
     if args.behaviour_oracle == args.oracle:
@@ -365,6 +456,9 @@ def check_args(args) -> str | None:
 
 def engine_config(args) -> EngineConfig:
     """EngineConfig from the arguments (raises ValueError naming a bad knob)."""
+    from ..engine.pipeline import EngineConfig
+    from ..engine.policy import ExplorationConfig
+    from ..engine.posterior import PosteriorConfig
     return EngineConfig(
         n_samples=args.n_samples, seed=args.seed, sem=args.sem, max_samples=args.max_samples,
         store_worlds=args.store_worlds, decl_mode=args.decl, q_pdf=args.q_pdf,
@@ -393,7 +487,29 @@ def unused_flags(args, parser: argparse.ArgumentParser) -> list[str]:
     return notes
 
 
+def _exit_now(signum, frame):
+    """SIGINT outside a batch (imports, loading the oracles, checking the saved shards):
+    exit 130 at once. Raising KeyboardInterrupt there could land inside a C++ callback
+    (torch's import), which aborts the process; nothing written there needs finishing,
+    since every file is written atomically and the lock is the kernel's."""
+    os.write(2, b"\neqfast-generate: interrupted (Ctrl+C) with no batch in flight; saved "
+                b"shards are intact\n")
+    os._exit(130)
+
+
 def main(argv=None) -> int:
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    previous = signal.signal(signal.SIGINT, _exit_now)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     problem = check_args(args)
@@ -403,6 +519,8 @@ def main(argv=None) -> int:
     cfg = engine_config(args)                  # check_args built it once without error
     for note in unused_flags(args, parser):
         print(f"eqfast-generate: warning: {note}", file=sys.stderr)
+    import torch
+
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     from ..oracle.factory import oracle_from_spec
@@ -433,22 +551,58 @@ def main(argv=None) -> int:
         except ValueError as e:                 # Stage2WeightsError names the file
             print(f"eqfast-generate: --play-policy: {e}", file=sys.stderr)
             return 2
+    plan = {"seed_start": args.seed_start, "games_per_batch": args.games_per_batch,
+            "world_size": args.world_size}
     return with_output_lock("eqfast-generate", args, batch_owner(args),
-                            lambda: run(args, cfg, oracle, identity, extra))
+                            lambda: run(args, cfg, oracle, identity, extra), plan=plan)
 
 
 def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = None) -> int:
     """Generate into args.out, whose lock the caller holds; the exit status. extra: the
     (oracle, identity) of the control variate ('control_variate'), of the behaviour
     model ('behaviour_oracle') and the play policy ('play_policy'), where the run has them."""
+    from ..data.metadata import build_metadata
+    from ..data.shards import (add_pt_files, completed_seed_ranges, damaged_shards,
+                               incomplete_seed_ranges, move_aside, pt_ranges, range_of,
+                               write_split_shards)
+    from ..engine.factory import build_engine, resolve_pipeline
+    from ..utils.profiling import stage_table
+    from ..utils.progress import Progress
+
     extra = extra or {}
     cv_oracle, cv_identity = extra.get("control_variate", (None, None))
     behaviour_oracle, behaviour_identity = extra.get("behaviour_oracle", (None, None))
     play_policy, play_identity = extra.get("play_policy", (None, None))
     settings = run_settings(cfg, identity, cv_identity, behaviour_identity, play_identity)
+    n_games = None if args.target_games == 0 else (args.target_games or args.games)
+    mine = batch_owner(args)
+    end = None if n_games is None else args.seed_start + n_games
+    # the saved ranges this run would skip are checked against their sidecars first; a
+    # damaged one is moved aside, so that it counts as unfinished and is played again
+    skipped = [r for r in completed_seed_ranges(args.out)
+               if r[1] >= args.seed_start and (end is None or r[0] < end) and mine(r[0])]
+    for path, why in damaged_shards(args.out, skipped):
+        moved = move_aside(args.out, path)
+        where = ", ".join(str(dst.relative_to(args.out)) for _, dst in moved) or "nothing to move"
+        lo, hi = range_of(path)
+        print(f"eqfast-generate: damaged shard {path.relative_to(args.out)} ({why}): moved "
+              f"aside to {where}; seeds {lo}..{hi} are played again", file=sys.stderr)
     problem = resume_conflict(args.out, settings)
     if problem is not None:
         print(f"eqfast-generate: {problem}", file=sys.stderr)
+        return 2
+    # one format across the directory: --format pt adds the .pt files of the saved ranges
+    # (this rank's), and a directory with .pt files is resumed only with --format pt
+    with_pt, without_pt = pt_ranges(args.out)
+    if args.format == "pt":
+        added = add_pt_files(args.out, [r for r in without_pt if mine(r[0])])
+        if added:
+            print(f"eqfast-generate: --format pt: wrote the .pt files of {added} saved "
+                  "shard(s) that had none", file=sys.stderr)
+    elif with_pt:
+        print(f"eqfast-generate: {args.out} holds .pt files beside its shards ({len(with_pt)} "
+              "seed ranges, written with --format pt): resume with --format pt, or the new "
+              "ranges would lack them", file=sys.stderr)
         return 2
     pipeline = resolve_pipeline(args.pipeline, args.device)
     engine = build_engine(oracle, cfg, pipeline=pipeline, backend=args.backend,
@@ -456,9 +610,6 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
                           cv_oracle=cv_oracle, behaviour_oracle=behaviour_oracle,
                           play_policy=play_policy)
 
-    n_games = None if args.target_games == 0 else (args.target_games or args.games)
-    mine = batch_owner(args)
-    end = None if n_games is None else args.seed_start + n_games
     # a range with a file missing is played again with its own bounds, so that the new
     # shards replace the old ones instead of overlapping them
     redo_all = [(lo, hi) for lo, hi in incomplete_seed_ranges(args.out)
@@ -469,11 +620,12 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
     done = completed_seed_ranges(args.out) + redo_all
     pending = owned_ranges(pending_ranges(args.seed_start, n_games, args.games_per_batch, done),
                            args.seed_start, args.games_per_batch, args.rank, args.world_size)
-    todo = redo + list(pending) if n_games is not None else None
-    total_games = sum(hi - lo + 1 for lo, hi in todo) if todo is not None else None
+    # planned as it goes: a huge --games allocates nothing per batch up front
+    total_games = (None if end is None else sum(hi - lo + 1 for lo, hi in redo)
+                   + pending_count(args.seed_start, end, done, args.games_per_batch, args.rank,
+                                   args.world_size))
     formats = ("safetensors", "pt") if args.format == "pt" else ("safetensors",)
-    ranges = iter(todo) if todo is not None else itertools.chain(redo, pending)
-    batches = (list(range(lo, hi + 1)) for lo, hi in ranges)
+    batches = (list(range(lo, hi + 1)) for lo, hi in itertools.chain(redo, pending))
     written_games = 0
     t0 = time.perf_counter()
     bar = Progress(total=total_games, desc="eqfast-generate", unit="games", disable=args.quiet)
@@ -501,7 +653,7 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
                                   "worlds/s": f"{engine.world_rows / elapsed:.0f}"})
 
     with interruptible("eqfast-generate") as interrupt:
-        status = drive("eqfast-generate", engine, batches, sink, interrupt, bar)
+        status = drive("eqfast-generate", engine, batches, sink, interrupt, bar, out=args.out)
     if status is not None:
         return status
     elapsed = time.perf_counter() - t0

@@ -53,7 +53,7 @@ import torch
 
 from ..data.shards import ShardError
 from ..utils.atomic import atomic_path, atomic_write_text
-from .common import HelpFormatter
+from .common import HelpFormatter, path_type
 
 #: the first data seed of generation 1; generation k starts SEED_STRIDE * (k - 1) later.
 #: Above every seed range the project trains, labels or evaluates on (Stage 2 data from 0,
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="eqfast-iterate", description=__doc__.split("\n")[0],
                                 epilog="docs/STAGE2.md, 'The improvement loop'",
                                 formatter_class=HelpFormatter)
-    p.add_argument("--run", required=True, type=Path, help="run directory (gen-0, gen-1, ...)")
+    p.add_argument("--run", required=True, type=path_type, help="run directory (gen-0, gen-1, ...)")
     p.add_argument("--generations", type=int, default=10,
                    help="trained generations at most (the loop also stops at the first that "
                         "does not beat its parent)")

@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import HelpFormatter
+from .common import HelpFormatter, path_arg
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="eqfast-label-oracle", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
-    ap.add_argument("--out", required=True, help="shard directory (created; resumed if it exists)")
+    ap.add_argument("--out", required=True, type=path_arg, help="shard directory (created; resumed if it exists)")
     ap.add_argument("--shards", type=int, default=1000, help="shards to write (from --first-shard)")
     ap.add_argument("--first-shard", type=int, default=0, help="index of the first shard")
     ap.add_argument("--deals-per-shard", type=int, default=200,

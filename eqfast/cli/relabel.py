@@ -37,7 +37,7 @@ from ..engine.posterior import PosteriorConfig
 from ..engine.relabel import RelabelError, StoredValues, relabel_games
 from ..utils.profiling import stage_table
 from ..utils.progress import Progress
-from .common import HelpFormatter
+from .common import HelpFormatter, path_type
 from .generate import parse_n_by_trick, run_settings
 from .scaleout import (add_rank_arguments, drive, interruptible, rank_problem,
                        resume_conflict, with_output_lock)
@@ -52,8 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "--store-worlds again with the exact solver, on the same worlds and "
                     "weights (docs/GENERATE.md, 'Label later'; docs/DATASET.md).",
         formatter_class=HelpFormatter)
-    p.add_argument("src", type=Path, help="dataset directory written with --store-worlds")
-    p.add_argument("--out", required=True, type=Path, help="output directory (train/ val/ test/)")
+    p.add_argument("src", type=path_type, help="dataset directory written with --store-worlds")
+    p.add_argument("--out", required=True, type=path_type, help="output directory (train/ val/ test/)")
     p.add_argument("--n-by-trick", default=None, metavar="N1,...,N7",
                    help="solve only the first Nt stored worlds of each decision in trick t "
                         "(each at most the stored N; the worlds eqfast-generate --n-by-trick "

@@ -14,8 +14,8 @@ import os
 import signal
 import sys
 
-from ..data.schema import InvariantError
-from ..data.shards import OutputError, ShardError, lock_output, run_metadata
+# the data modules (and torch under them) are imported inside the functions that use them,
+# so that the commands' --help and argument errors answer at once
 
 
 def add_rank_arguments(parser: argparse.ArgumentParser, unit: str) -> None:
@@ -74,6 +74,7 @@ def rank_problem(args) -> str | None:
 
 def resume_conflict(out, settings: dict) -> str | None:
     """Why `out` cannot be resumed with `settings` (None if it can, or is new)."""
+    from ..data.shards import ShardError, run_metadata
     try:
         previous = run_metadata(out)
     except ShardError as e:
@@ -87,14 +88,23 @@ def resume_conflict(out, settings: dict) -> str | None:
             "to a new --out")
 
 
-def with_output_lock(prog: str, args, owns, body) -> int:
+def os_error(e: OSError) -> str:
+    """'No space left on device (errno 28, on PATH)' for an OSError."""
+    where = f", on {e.filename}" if e.filename else ""
+    return f"{e.strerror} (errno {e.errno}{where})" if e.strerror else str(e)
+
+
+def with_output_lock(prog: str, args, owns, body, plan: dict | None = None) -> int:
     """body() under args.out's writer lock (shared among the ranks of a run with world size
     above 1, with one writer per rank; `owns(lo)`: whether the range starting at seed lo
-    is this rank's, so only its leftover temporary files are removed); exit 2 with the
-    reason when another writer holds it."""
+    is this rank's, so only its leftover temporary files are removed; `plan`: what every
+    rank of the directory must agree on, recorded by the first, see `lock_output`); exit
+    2 with the reason when another writer holds it or the plan differs, 1 with one line
+    for an OS error (a full disk, EIO) outside the batch loop."""
+    from ..data.shards import OutputError, lock_output
     try:
         rank = args.rank if args.world_size > 1 else None
-        with lock_output(args.out, rank=rank, owns=owns) as removed:
+        with lock_output(args.out, rank=rank, owns=owns, plan=plan) as removed:
             if removed:
                 print(f"{prog}: removed {len(removed)} temporary file(s) of an interrupted "
                       f"write under {args.out}", file=sys.stderr)
@@ -102,17 +112,50 @@ def with_output_lock(prog: str, args, owns, body) -> int:
     except OutputError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        print(f"{prog}: {args.out}: {os_error(e)}; saved shards are intact", file=sys.stderr)
+        return 1
 
 
 class Interrupt:
-    """First SIGINT: finish the batch in flight. Second: drop it (KeyboardInterrupt)."""
+    """First SIGINT: finish the batch in flight. Second: drop it (KeyboardInterrupt).
+
+    Python runs a signal handler only between bytecodes, so two presses that arrive while
+    the main thread is inside one C call (a solver batch, a network forward) reach it as
+    one call. The presses are counted where they arrive instead: the C-level handler writes
+    one byte per signal to the wakeup pipe (signal.set_wakeup_fd), which the handler
+    drains, so a second press drops the batch as soon as the running call returns. (Two
+    presses that reach a process not scheduled in between are one pending signal to the
+    kernel, which no handler can tell apart.)"""
 
     def __init__(self, prog: str = "eqfast-generate"):
         self.prog = prog
         self.requested = False
+        self.presses = 0
+        self._pipe = self._old_fd = self._old_handler = None
+
+    def __enter__(self):
+        self._pipe = os.pipe()
+        for fd in self._pipe:
+            os.set_blocking(fd, False)
+        self._old_fd = signal.set_wakeup_fd(self._pipe[1], warn_on_full_buffer=False)
+        self._old_handler = signal.signal(signal.SIGINT, self)
+        return self
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self._old_handler)
+        signal.set_wakeup_fd(self._old_fd)
+        for fd in self._pipe:
+            os.close(fd)
+        return False
 
     def __call__(self, signum, frame):
-        if self.requested:
+        try:
+            arrived = os.read(self._pipe[0], 4096).count(bytes([signal.SIGINT]))
+        except (BlockingIOError, OSError, TypeError):
+            arrived = 0
+        self.presses += max(1, arrived)
+        if self.presses >= 2:
             raise KeyboardInterrupt
         self.requested = True
         print(f"\n{self.prog}: interrupt: finishing the batch in flight "
@@ -122,19 +165,18 @@ class Interrupt:
 @contextlib.contextmanager
 def interruptible(prog: str):
     """SIGINT handled by an `Interrupt` inside (yielded), the previous handler restored."""
-    interrupt = Interrupt(prog)
-    old_handler = signal.signal(signal.SIGINT, interrupt)
-    try:
+    with Interrupt(prog) as interrupt:
         yield interrupt
-    finally:
-        signal.signal(signal.SIGINT, old_handler)
 
 
-def drive(prog: str, engine, batches, sink, interrupt: Interrupt, progress) -> int | None:
+def drive(prog: str, engine, batches, sink, interrupt: Interrupt, progress,
+          out=None) -> int | None:
     """engine.run(batches, sink) inside `progress` (a Progress bar), stopping after the
     batch in flight once `interrupt` was requested; None when it ran to its end or was
     stopped so, else the exit status: 130 for a dropped batch, 1 for records breaking the
-    invariants (nothing of that batch written)."""
+    invariants (nothing of that batch written), an OS error while writing (a full disk,
+    EIO, a quota: that batch not saved) or memory running out."""
+    from ..data.schema import InvariantError
     try:
         with progress:
             engine.run(batches, sink, on_batch=lambda seeds: interrupt.requested)
@@ -144,5 +186,14 @@ def drive(prog: str, engine, batches, sink, interrupt: Interrupt, progress) -> i
     except InvariantError as exc:
         print(f"{prog}: {exc}; nothing of that batch was written, saved shards are intact",
               file=sys.stderr)
+        return 1
+    except OSError as exc:                         # disk full, I/O error, quota, ...
+        print(f"{prog}: cannot write the batch in flight under {out}: {os_error(exc)}; it was "
+              "not saved, saved shards are intact: fix the cause and re-run the command to "
+              "resume", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"{prog}: out of memory in a batch: lower the batch size or the worlds per "
+              "decision; saved shards are intact", file=sys.stderr)
         return 1
     return None

@@ -14,18 +14,16 @@ import argparse
 import os
 import sys
 
-import torch
-
-from .common import HelpFormatter, device_problem
+from .common import HelpFormatter, device_problem, path_arg
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="eqfast-train-oracle", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
-    ap.add_argument("--data", required=True,
+    ap.add_argument("--data", required=True, type=path_arg,
                     help="directory of solver-labelled shard_*.safetensors written by "
                          "`eqfast-label-oracle --out DIR` (several: comma-separated)")
-    ap.add_argument("--run", "--run-dir", dest="run", required=True,
+    ap.add_argument("--run", "--run-dir", dest="run", required=True, type=path_arg,
                     help="run directory (checkpoints, weights, history); under torchrun spell "
                          "it --run-dir (torchrun reads --run as its own --run-path)")
     ap.add_argument("--arch", choices=("mlp", "transformer"), default="mlp",
@@ -72,8 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --follow: steps between looks for new shards")
     ap.add_argument("--max-shards", type=int, default=None,
                     help="read at most this many shards per directory (all when left out)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
-                    help="cpu, cuda or cuda:N (cuda is the default where one is available)")
+    ap.add_argument("--device", default=None,
+                    help="cpu, cuda or cuda:N; when left out, cuda where one is available, "
+                         "else cpu")
     ap.add_argument("--centered-weight", type=float, default=0.0,
                     help="weight of the extra loss on Q centred over each row's legal moves")
     ap.add_argument("--stop-at", type=int, default=None,
@@ -115,9 +114,12 @@ def check_args(a) -> str | None:
 
 
 def main(argv=None) -> int:
-    from ..oracle.train import TrainConfig, train
-
     a = build_parser().parse_args(argv)
+    import torch
+
+    from ..oracle.train import TrainConfig, train
+    if a.device is None:
+        a.device = "cuda" if torch.cuda.is_available() else "cpu"
     problem = check_args(a)
     if problem is not None:
         print(f"eqfast-train-oracle: {problem}", file=sys.stderr)

@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from .common import HelpFormatter, device_problem, records_dir_problem
+from .common import HelpFormatter, device_problem, path_arg, records_dir_problem
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,9 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ap = argparse.ArgumentParser(prog="eqfast-train-stage2", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
-    ap.add_argument("--data", required=True,
+    ap.add_argument("--data", required=True, type=path_arg,
                     help="an eqfast-generate output directory (its train/ and val/ splits)")
-    ap.add_argument("--run", required=True,
+    ap.add_argument("--run", required=True, type=path_arg,
                     help="run directory (checkpoint, best/last weights, history.jsonl)")
     ap.add_argument("--d-model", type=int, default=DEFAULT_CONFIG["d_model"], help="model width")
     ap.add_argument("--layers", type=int, default=DEFAULT_CONFIG["n_layers"],

@@ -22,17 +22,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-import torch
+import time
+from typing import TYPE_CHECKING
 
-from ..data.shards import ShardError
-from ..data.metadata import jsonable
-from ..analysis.truth import truth_report
-from ..analysis.validation import (ReplayError, Z_FLAG, exact_report, outcome_report,
-                                 pick_records, recompute_report, run_decisions)
-from .common import HelpFormatter, device_problem, quiet_on_closed_stdout
-from ..data.shards import load_records
+from .common import HelpFormatter, device_problem, path_type, quiet_on_closed_stdout
+
+if TYPE_CHECKING:
+    import torch
+
+# torch, the engine and the analysis are imported once the arguments are checked, so that
+# --help and argument errors answer at once
 
 #: metadata entries that must agree between the shards validated together
 RUN_KEYS = ("run_seed", "n_samples", "posterior", "oracle", "adaptive", "behaviour_oracle")
@@ -50,9 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "exact E[Q], and score the world weights against the true deal. Methods: "
                     "see eqfast/analysis/validation.py and eqfast/analysis/truth.py.",
         formatter_class=HelpFormatter)
-    p.add_argument("path", type=Path,
+    p.add_argument("path", type=path_type,
                    help="a shard (.safetensors/.json/.pt) or a dataset directory")
     p.add_argument("--split", default="all", help="dataset directory: train, val, test or all")
+    p.add_argument("--skip-shard", action="append", default=[], metavar="[SPLIT/]SHARD",
+                   help="leave this shard out (e.g. train/shard_000001-000001; repeatable): "
+                        "read the rest of a dataset with a damaged shard; eqfast-generate on "
+                        "the directory regenerates it")
     p.add_argument("--recompute", type=int, nargs="?", const=32, default=None, metavar="K",
                    help="recompute K sampled records with fresh worlds (K defaults to 32)")
     p.add_argument("--outcomes", action="store_true",
@@ -89,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["reference", "triton", "auto"], default="auto",
                    help="engine stages: pure PyTorch, Triton kernels, or auto (triton on CUDA)")
     p.add_argument("--json", action="store_true", help="print one JSON object with all figures")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
 
 
@@ -108,10 +113,10 @@ def _rebuild(what: str, name: str, hint: str, device, build=None, **kw):
     """(oracle, identity) of oracle `name` from `build` (the one oracle factory by default;
     `behaviour_from_spec` for a behaviour model), or a UsageError naming `what` ('oracle',
     'behaviour oracle'), the name and the problem."""
-    from ..oracle.factory import SHIPPED, is_stage2_spec, oracle_from_spec
-    if name != "exact" and name not in SHIPPED and not is_stage2_spec(name) \
-            and not Path(name).is_file():
-        raise UsageError(f"cannot load {what} {name!r}{hint}: {name}: no such file")
+    from ..oracle.factory import oracle_from_spec, unknown_spec
+    problem = unknown_spec(name, behaviour=build is not None)
+    if problem is not None:
+        raise UsageError(f"cannot load {what} {name!r}{hint}: {problem}")
     try:
         return (build or oracle_from_spec)(name, device, **kw)
     except (ImportError, OSError, ValueError) as e:
@@ -176,6 +181,9 @@ def parse_decisions(text: str | None):
 
 
 def chosen_indices(args, records, k: int) -> torch.Tensor:
+    import torch
+
+    from ..analysis.validation import pick_records
     if args.indices is not None:
         try:
             idx = [int(x) for x in args.indices.split(",") if x.strip()]
@@ -203,6 +211,8 @@ def _pct(x, fmt=".1f"):
 
 
 def print_recompute(rep: dict) -> None:
+    from ..analysis.validation import Z_FLAG
+
     print(f"recompute: {rep['n_records']} records, {rep['n_moves']} legal moves, oracle "
           f"{rep['oracle']}, fresh run seed {rep['fresh_seed']}")
     print(f"  all moves: mean |z| {_f(rep['mean_abs_z'])}   |z| > {Z_FLAG:g}: "
@@ -305,6 +315,8 @@ def print_truth(rep: dict) -> None:
 
 # ---------------------------------------------------------------------------- main
 def validate(args) -> dict:
+    """Every figure the flags ask for; UsageError (exit 2) for bad arguments or inputs,
+    found before the work where they can be."""
     if args.recompute is None and not args.outcomes and args.exact is None and not args.truth:
         raise UsageError("choose at least one of --recompute [K], --outcomes, --exact [K], "
                          "--truth")
@@ -313,7 +325,33 @@ def validate(args) -> dict:
     problem = device_problem(args.device)
     if problem is not None:
         raise UsageError(problem)
-    records, metas = load_records(args.path, args.split)
+    from ..analysis.validation import ReplayError
+    from ..data.shards import ShardError
+    try:
+        return _validate(args)
+    except (ShardError, ReplayError) as e:
+        raise UsageError(str(e)) from None
+
+
+def _validate(args) -> dict:
+    import torch
+
+    from ..analysis.truth import truth_report
+    from ..analysis.validation import exact_report, outcome_report, recompute_report, run_decisions
+    from ..data.shards import load_records
+
+    t0 = time.perf_counter()
+
+    def say(what: str) -> None:                   # progress on stderr: the work takes minutes
+        if not args.quiet:
+            print(f"eqfast-validate: [{time.perf_counter() - t0:6.1f} s] {what}",
+                  file=sys.stderr, flush=True)
+
+    say(f"reading {args.path}")
+    records, metas = load_records(args.path, args.split, skip=args.skip_shard)
+    for name in args.skip_shard:
+        print(f"eqfast-validate: skipping {name} (--skip-shard): its games are not validated",
+              file=sys.stderr)
     if len(records) == 0:
         raise UsageError(f"{args.path} (split {args.split}): no records")
     meta = run_metadata(metas)
@@ -325,7 +363,15 @@ def validate(args) -> dict:
     if warning:
         out.setdefault("warnings", []).append(warning)
         print(f"eqfast-validate: warning: {warning}", file=sys.stderr)
-    common = dict(device=args.device, backend=args.backend, behaviour_oracle=behaviour)
+    last = [time.perf_counter()]
+
+    def records_done(done: int, total: int) -> None:       # a line every 5 s at most
+        if time.perf_counter() - last[0] >= 5.0 and done < total:
+            last[0] = time.perf_counter()
+            say(f"  {done}/{total} records")
+
+    common = dict(device=args.device, backend=args.backend, behaviour_oracle=behaviour,
+                  progress=records_done)
 
     fresh_seed = args.seed if args.seed is not None else run_seed + 1
     if fresh_seed == run_seed:
@@ -340,12 +386,15 @@ def validate(args) -> dict:
     if args.recompute is not None:
         idx = chosen_indices(args, records, args.recompute)
         part = records.select(idx)
+        say(f"--recompute: {len(part)} records with fresh worlds")
         fresh = run_decisions(part, oracle, meta, seed=fresh_seed, **common)
         out["recompute"] = {**recompute_report(part, fresh, idx.tolist(), fresh_seed),
                             "oracle": name}
     if args.outcomes:
+        say(f"--outcomes: {len(records)} records")
         out["outcomes"] = outcome_report(records, args.device)
     if args.truth:
+        say(f"--truth: {len(records)} records against their true deals")
         try:
             out["truth"] = truth_report(records)
         except ValueError as e:
@@ -361,14 +410,18 @@ def validate(args) -> dict:
                     or meta.get("n_by_trick") is not None or "n_samples" not in meta)
         n_same = None if adaptive else int(meta["n_samples"])
         same_kw = dict(seed=run_seed, n_samples=n_same, store_worlds=not adaptive, **common)
+        say(f"--exact: {len(part)} records: the exact oracle on their own worlds (1 of 3)")
         same = run_decisions(part, exact_oracle, meta, **same_kw)
         # the solver is deterministic: re-running an exact run on its worlds is `same`
+        say("--exact: the records' oracle on the same worlds (2 of 3)")
         rec_again = same if name == "exact" else run_decisions(part, oracle, meta, **same_kw)
+        say(f"--exact: the fresh exact reference, up to {args.max_enumerate} worlds (3 of 3)")
         ref = run_decisions(part, exact_oracle, meta, seed=fresh_seed,
                             n_samples=args.max_enumerate, **common)
         out["exact"] = {**exact_report(part, same, ref, rec_again, idx.tolist()),
                         "max_enumerate": args.max_enumerate, "reference_seed": fresh_seed,
                         "oracle": name}
+    say("done")
     return out
 
 
@@ -377,10 +430,11 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = validate(args)
-    except (UsageError, ShardError, ReplayError) as e:
+    except UsageError as e:
         print(f"eqfast-validate: {e}", file=sys.stderr)
         return 2
     if args.json:
+        from ..data.metadata import jsonable
         print(json.dumps(jsonable(result), allow_nan=False))
         return 0
     print(f"eqfast-validate: {result['path']}: {result['n_records']} records, "

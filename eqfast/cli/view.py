@@ -20,20 +20,21 @@ not a terminal).
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
-from pathlib import Path
 
-import torch
+from typing import TYPE_CHECKING
 
-from ..data.metadata import LOW_ESS
-from ..data.schema import SPLIT_NAMES, DecisionRecords
-from ..data.shards import ShardError, load_records, read_shard, split_shards  # noqa: F401
-from ..engine.policy import MODE_NAMES
-from ..engine.transcript import F_DECL, F_PLAYER, F_TYPE, TYPE_HAND, TYPE_PLAY
-from ..rules.state import trick_points, trick_winner
-from ..rules.tables import DECL_NAMES, N_SEATS, tile_name
-from .common import HelpFormatter, quiet_on_closed_stdout
+from .common import HelpFormatter, path_type, quiet_on_closed_stdout
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..data.schema import DecisionRecords
+
+# torch and the records' modules are imported by the functions that use them, so that
+# --help and argument errors answer at once
 
 SEAT_NAMES = ("ME", "L", "P", "R")      # relative seat 0..3
 BAR_WIDTH = 36
@@ -49,6 +50,7 @@ def _tile(tok) -> int:
 
 def parse_transcript(tokens: torch.Tensor, length: int):
     """(decl, hand tiles, plays as (relative seat, tile)) from one record's tokens."""
+    from ..engine.transcript import F_DECL, F_PLAYER, F_TYPE, TYPE_HAND, TYPE_PLAY
     live = tokens[:int(length)].tolist()
     decl = int(live[0][F_DECL])
     hand = [_tile(t) for t in live if t[F_TYPE] == TYPE_HAND]
@@ -58,6 +60,8 @@ def parse_transcript(tokens: torch.Tensor, length: int):
 
 def transcript_lines(decl: int, plays) -> list[str]:
     """One line per trick: plays in order, then the winner and points when complete."""
+    from ..rules.state import trick_points, trick_winner
+    from ..rules.tables import N_SEATS, tile_name
     lines, us, them = [], 0, 0
     for start in range(0, len(plays), N_SEATS):
         trick = plays[start:start + N_SEATS]
@@ -96,6 +100,10 @@ def _bar(mean: float, sd: float, lo: float, hi: float, width: int = BAR_WIDTH) -
 def render_record(records: DecisionRecords, i: int, debug: bool = False,
                   max_worlds: int | None = DEBUG_WORLDS) -> list[str]:
     """The text of record i (list of lines)."""
+    from ..data.metadata import LOW_ESS
+    from ..data.schema import SPLIT_NAMES
+    from ..engine.policy import MODE_NAMES
+    from ..rules.tables import DECL_NAMES, tile_name
     r = {k: v[i] for k, v in records.tensors.items()}
     decl, hand, plays = parse_transcript(r["transcript_tokens"], int(r["transcript_lengths"]))
     d = int(r["decision_idx"])
@@ -159,6 +167,9 @@ def render_record(records: DecisionRecords, i: int, debug: bool = False,
 
 def debug_lines(records: DecisionRecords, i: int, hand, max_worlds: int | None) -> list[str]:
     """Per-world Q and weights of record i, heaviest worlds first."""
+    import torch
+
+    from ..rules.tables import tile_name
     if not records.has_debug:
         return ["debug: per-world Q and weights were not stored in these records "
                 "(regenerate with eqfast-generate --store-worlds)"]
@@ -181,12 +192,14 @@ def debug_lines(records: DecisionRecords, i: int, hand, max_worlds: int | None) 
 # ---------------------------------------------------------------------------- navigation
 def game_start(records: DecisionRecords, game: int) -> int | None:
     """Index of the first record of game_idx `game`, None if absent."""
+    import torch
     hits = torch.nonzero(records["game_idx"] == int(game))[:, 0]
     return int(hits[0]) if len(hits) else None
 
 
 def neighbour_game(records: DecisionRecords, i: int, step: int) -> int:
     """Record of the same decision (else the first) in the previous/next game (step -1/+1)."""
+    import torch
     games = torch.unique(records["game_idx"])            # sorted
     g = int(records["game_idx"][i])
     pos = int(torch.searchsorted(games, torch.tensor(g))) + step
@@ -272,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="eqfast-view", description="Terminal viewer of eqfast decision records "
         "(transcript by trick, hand, E[Q] +- sigma per legal move, diagnostics).",
         formatter_class=HelpFormatter)
-    p.add_argument("path", type=Path,
+    p.add_argument("path", type=path_type,
                    help="a shard (.safetensors/.json/.pt) or a dataset directory")
     p.add_argument("--split", default="all", help="dataset directory: train, val, test or all")
     p.add_argument("--print", dest="n_print", type=int, default=None, metavar="N",
@@ -281,6 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start", type=int, default=0, help="first record index")
     p.add_argument("--game", type=int, default=None, help="start at this game_idx")
     p.add_argument("--debug", action="store_true", help="include per-world Q and weights")
+    p.add_argument("--skip-shard", action="append", default=[], metavar="[SPLIT/]SHARD",
+                   help="leave this shard out (e.g. train/shard_000001-000001; repeatable): "
+                        "read the rest of a dataset with a damaged shard; eqfast-generate on "
+                        "the directory regenerates it")
     p.add_argument("--coverage", action="store_true",
                    help="dataset directory: list the seed ranges written (whatever process or "
                         "rank wrote them), the unfinished ones and the gaps between them, "
@@ -302,31 +319,48 @@ def coverage(root) -> dict:
         else:
             spans.append([lo, hi])
     gaps = [[a[1] + 1, b[0] - 1] for a, b in zip(spans, spans[1:])]
-    return {"games": sum(hi - lo + 1 for lo, hi in done), "shards": len(done),
-            "spans": spans, "gaps": gaps,
+    # ranges that share seeds (runs of other batch sizes): each game counts once
+    overlaps = []
+    for i, a in enumerate(done):                  # sorted by first seed
+        for b in itertools.takewhile(lambda b: b[0] <= a[1], done[i + 1:]):
+            overlaps.append([list(a), list(b)])
+    return {"games": sum(hi - lo + 1 for lo, hi in spans), "shards": len(done),
+            "spans": spans, "gaps": gaps, "overlaps": overlaps,
             "unfinished": [list(r) for r in incomplete_seed_ranges(root)]}
 
 
 @quiet_on_closed_stdout
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    from ..data.shards import ShardError, load_records
     if args.coverage:
         if not args.path.is_dir():
             print(f"eqfast-view: --coverage needs a dataset directory, got {args.path}",
                   file=sys.stderr)
             return 2
         c = coverage(args.path)
+        if not c["shards"] and not c["unfinished"]:
+            print(f"eqfast-view: {args.path}: no eqfast-generate shards (expected "
+                  "train/ val/ test/ with shard_*.safetensors and .json)", file=sys.stderr)
+            return 2
         span = lambda r: f"{r[0]}..{r[1]}"  # noqa: E731
         print(f"{args.path}: {c['games']} games in {c['shards']} complete seed ranges")
         print("written:    " + (", ".join(span(r) for r in c["spans"]) or "nothing"))
         print("gaps:       " + (", ".join(span(r) for r in c["gaps"]) or "none"))
         print("unfinished: " + (", ".join(span(r) for r in c["unfinished"]) or "none"))
+        if c["overlaps"]:
+            print("overlaps:   " + ", ".join(f"{span(a)} with {span(b)}" for a, b in c["overlaps"])
+                  + " (the readers refuse these: remove one range of each pair)")
+            return 1
         return 0
     try:
-        records, _ = load_records(args.path, args.split)
+        records, _ = load_records(args.path, args.split, skip=args.skip_shard)
     except ShardError as e:
         print(f"eqfast-view: {e}", file=sys.stderr)
         return 2
+    for name in args.skip_shard:
+        print(f"eqfast-view: skipping {name} (--skip-shard): its games are not shown",
+              file=sys.stderr)
     if len(records) == 0:
         print(f"eqfast-view: {args.path} (split {args.split}): the shards hold no records",
               file=sys.stderr)

@@ -34,8 +34,9 @@ from typing import Callable, Iterator
 import torch
 
 from ..engine.transcript import F_DECL
-from ..utils.atomic import atomic_path, atomic_write_bytes, atomic_write_text
-from .schema import FIELDS, OPTIONAL_FIELDS, SCHEMA_VERSION, SPLIT_NAMES, DecisionRecords
+from ..utils.atomic import atomic_write_bytes, atomic_write_text, canonical_safetensors
+from .schema import (FIELDS, OPTIONAL_FIELDS, SCHEMA_VERSION, SPLIT_NAMES, DecisionRecords,
+                     check_invariants)
 
 SHARD_FORMAT = "eqfast-decisions"
 FORMATS = ("safetensors", "pt")
@@ -111,12 +112,12 @@ def write_shard(records: DecisionRecords, metadata: dict, path, formats=("safete
     # shard is complete (resume trusts sidecars)
     if "pt" in formats:
         pt_path = path.with_suffix(".pt")
-        with atomic_path(pt_path) as tmp:
-            torch.save(pt_payload(records, metadata), tmp)
+        atomic_write_bytes(pt_path, pt_bytes(pt_payload(records, metadata)))
         written.append(pt_path)
     if "safetensors" in formats:
-        blob = save(tensors, metadata={"format": SHARD_FORMAT, "version": SCHEMA_VERSION,
-                                       "metadata": meta_json})
+        blob = canonical_safetensors(save(
+            tensors, metadata={"format": SHARD_FORMAT, "version": SCHEMA_VERSION,
+                               "metadata": meta_json}))
         st_path = path.with_suffix(".safetensors")
         atomic_write_bytes(st_path, blob)
         sidecar = {"metadata": metadata,
@@ -128,6 +129,17 @@ def write_shard(records: DecisionRecords, metadata: dict, path, formats=("safete
                                                      sort_keys=True))
         written += [st_path, _sidecar(path)]
     return written
+
+
+def pt_bytes(payload: dict) -> bytes:
+    """torch.save of `payload` as bytes. Saved to memory, not to the temporary file: the
+    zip archive's folder is named after the file it is saved to, and a temporary name is
+    random, so the same payload would differ in bytes between runs."""
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return buffer.getvalue()
 
 
 #: .pt keys the earlier implementation's tools read, as copies of eqfast fields
@@ -196,7 +208,20 @@ def write_split_shards(records: DecisionRecords, metadata: dict, root, seed_lo: 
     return out
 
 
-def _check_records(tensors: dict, where: Path) -> DecisionRecords:
+def _check_version(metadata: dict, where: Path) -> None:
+    """ShardError unless the shard's schema version has this eqfast's major version (a
+    minor version only adds optional fields)."""
+    version = metadata.get("version") if isinstance(metadata, dict) else None
+    if str(version).split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        raise ShardError(f"{where}: dataset schema version {version}, this eqfast reads "
+                         f"schema {SCHEMA_VERSION} (major version {SCHEMA_VERSION.split('.')[0]})")
+
+
+def _check_records(tensors: dict, where: Path, metadata: dict) -> DecisionRecords:
+    """The records of a shard once its version, fields, shapes and invariants (NaN, ranges,
+    layout: schema.check_invariants; a relabelled shard's greedy moves may have q_gap > 0)
+    are right; ShardError naming the file and the field."""
+    _check_version(metadata, where)
     if PACKED_OWNER in tensors:
         tensors = dict(tensors)
         tensors["world_owner"] = unpack_owners(tensors.pop(PACKED_OWNER))
@@ -205,9 +230,16 @@ def _check_records(tensors: dict, where: Path) -> DecisionRecords:
         raise ShardError(f"{where}: missing fields {missing}")
     tensors = {k: v for k, v in tensors.items() if k in FIELDS or k in OPTIONAL_FIELDS}
     try:
-        return DecisionRecords(tensors)
+        records = DecisionRecords(tensors)
     except ValueError as e:
         raise ShardError(f"{where}: {e}") from None
+    problems = check_invariants(records, relabelled=isinstance(metadata, dict)
+                                and "relabel" in metadata)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise ShardError(f"{where}: records break the schema invariants: "
+                         f"{'; '.join(problems[:3])}{more}")
+    return records
 
 
 def read_shard(path) -> tuple[DecisionRecords, dict]:
@@ -239,7 +271,7 @@ def read_shard(path) -> tuple[DecisionRecords, dict]:
         tensors = load(blob)
     except Exception as e:  # safetensors raises its own error types
         raise ShardError(f"{st_path}: not a readable safetensors file ({e})") from None
-    records = _check_records(tensors, st_path)
+    records = _check_records(tensors, st_path, metadata)
     if len(records) != int(info.get("n_records", len(records))):
         raise ShardError(f"{st_path}: {len(records)} records, the sidecar says {info['n_records']}")
     return records, metadata
@@ -266,10 +298,10 @@ def _read_pt(path: Path) -> tuple[DecisionRecords, dict]:
     tokens = obj.get("transcript_tokens")
     if isinstance(tokens, torch.Tensor) and tokens.dtype == torch.int64:
         obj["transcript_tokens"] = tokens.to(torch.int8)
-    return _check_records(obj, path), metadata
+    return _check_records(obj, path, metadata), metadata
 
 
-def _range_of(path: Path) -> tuple[int, int] | None:
+def range_of(path: Path) -> tuple[int, int] | None:
     """(lo, hi) of a file named shard_<lo>-<hi>.<ext>, None for any other name."""
     m = _SHARD_RE.fullmatch(path.stem)
     return (int(m.group(1)), int(m.group(2))) if m else None
@@ -287,11 +319,39 @@ def check_disjoint(ranges: list[tuple[int, int]], where) -> None:
 
 def _named_ranges(folder: Path, ext: str) -> set[tuple[int, int]]:
     """Seed ranges of the files shard_<lo>-<hi>.<ext> in folder."""
-    return {r for f in folder.glob(f"shard_*.{ext}") if (r := _range_of(f)) is not None}
+    return {r for f in folder.glob(f"shard_*.{ext}") if (r := range_of(f)) is not None}
 
 
-def split_shards(folder) -> list[Path]:
-    """The tensor files of the shards in one split directory, in seed order.
+def parse_skip(names) -> set[tuple[str | None, str]]:
+    """--skip-shard values ('train/shard_000001-000001', with or without a file suffix or
+    a leading directory; a bare 'shard_...' means every split) as {(split or None, stem)}."""
+    out = set()
+    for name in names or ():
+        path = Path(name)
+        stem = path.name
+        for ext in (".safetensors", ".json", ".pt"):
+            stem = stem.removesuffix(ext)
+        if _SHARD_RE.fullmatch(stem) is None:
+            raise ShardError(f"--skip-shard {name}: not a shard name (expected "
+                             "[SPLIT/]shard_<lo>-<hi>, e.g. train/shard_000001-000001)")
+        split = path.parent.name if path.parent.name in SPLIT_NAMES else None
+        out.add((split, stem))
+    return out
+
+
+def _skipped(folder: Path, lo: int, hi: int, skip) -> bool:
+    stem = shard_name(lo, hi)
+    return (None, stem) in skip or (folder.name, stem) in skip
+
+
+def _skip_hint(folder: Path, lo: int, hi: int) -> str:
+    return (f" (--skip-shard {folder.name}/{shard_name(lo, hi)} reads the other shards "
+            "without it)")
+
+
+def split_shards(folder, skip=()) -> list[Path]:
+    """The tensor files of the shards in one split directory, in seed order, less those
+    `skip` names (parse_skip's pairs: a reader's --skip-shard).
 
     Every reader lists shards through here, so all of them refuse the same things with a
     ShardError naming the file: a sidecar whose tensor file is missing (its games would be
@@ -300,15 +360,19 @@ def split_shards(folder) -> list[Path]:
     """
     folder = Path(folder)
     sidecars, tensors = _named_ranges(folder, "json"), _named_ranges(folder, "safetensors")
+    if skip:
+        sidecars = {r for r in sidecars if not _skipped(folder, *r, skip)}
+        tensors = {r for r in tensors if not _skipped(folder, *r, skip)}
     for lo, hi in sorted(sidecars ^ tensors):
         base = folder / shard_name(lo, hi)
         if (lo, hi) in sidecars:
             raise ShardError(f"{base}.safetensors: tensor file missing (its sidecar {base.name}"
                              f".json is there): the games of seeds {lo}..{hi} are lost; re-run "
-                             "eqfast-generate on this directory to regenerate them")
+                             "eqfast-generate on this directory to regenerate them"
+                             + _skip_hint(folder, lo, hi))
         raise ShardError(f"{base}.safetensors: no sidecar {base.name}.json (a write that never "
                          f"finished); re-run eqfast-generate on this directory to regenerate "
-                         f"seeds {lo}..{hi}")
+                         f"seeds {lo}..{hi}" + _skip_hint(folder, lo, hi))
     check_disjoint(list(sidecars), folder)
     return [folder / f"{shard_name(lo, hi)}.safetensors" for lo, hi in sorted(sidecars)]
 
@@ -347,14 +411,90 @@ def incomplete_seed_ranges(root) -> list[tuple[int, int]]:
 
 
 def run_metadata(root) -> dict | None:
-    """The metadata of one completed shard under root (None if there is none)."""
+    """The metadata of the first completed shard under root whose sidecar reads (None if
+    there is none; ShardError naming the first if none reads)."""
+    first = None
     for lo, hi in completed_seed_ranges(root):
         side = _sidecar(shard_path(root, SPLIT_NAMES[0], lo, hi))
         try:
-            return json.loads(side.read_text(encoding="utf-8"))["metadata"]
-        except (OSError, ValueError, KeyError) as e:
-            raise ShardError(f"{side}: corrupted sidecar ({type(e).__name__}: {e})") from None
+            meta = json.loads(side.read_text(encoding="utf-8"))["metadata"]
+            if isinstance(meta, dict):
+                return meta
+            raise ValueError("'metadata' is not an object")
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            first = first or ShardError(f"{side}: corrupted sidecar ({type(e).__name__}: {e})")
+    if first is not None:
+        raise first
     return None
+
+
+#: where a resume moves the files of a damaged shard (root/DAMAGED_DIR/<split>/<file>)
+DAMAGED_DIR = "damaged"
+
+
+def shard_problem(path) -> str | None:
+    """Why the shard whose tensor file is `path` does not match its sidecar (None if it
+    does): files that are not plain files, a sidecar that does not parse or lacks its
+    "shard" entry, a tensor file of another size or SHA-256. Reads the tensor file once,
+    without deserializing it."""
+    path = Path(path)
+    side = _sidecar(path)
+    for p in (side, path):
+        if not p.is_file():
+            return f"{p.name} is {'a directory' if p.is_dir() else 'missing or not a file'}"
+    try:
+        info = json.loads(side.read_text(encoding="utf-8"))["shard"]
+        expected_bytes, expected_sha = int(info["bytes"]), str(info["sha256"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"sidecar {side.name} unreadable ({type(e).__name__}: {e})"
+    try:
+        size = path.stat().st_size
+        if size != expected_bytes:
+            return f"{size} bytes, the sidecar says {expected_bytes}"
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as e:
+        return f"unreadable ({e.strerror})"
+    if digest.hexdigest() != expected_sha:
+        return "SHA-256 differs from the sidecar's"
+    return None
+
+
+def damaged_shards(root, ranges) -> list[tuple[Path, str]]:
+    """(tensor file, problem) of every shard of the seed `ranges` under root (any split)
+    that `shard_problem` finds wrong: what a resume must not skip."""
+    found = []
+    for lo, hi in ranges:
+        for split in SPLIT_NAMES:
+            path = shard_path(root, split, lo, hi)
+            problem = shard_problem(path)
+            if problem is not None:
+                found.append((path, problem))
+    return found
+
+
+def move_aside(root, path) -> list[tuple[Path, Path]]:
+    """Move every file of the shard at `path` (.safetensors, .json, .pt; a directory in
+    their place too) to root/DAMAGED_DIR/<split>/, with a numbered suffix when that name is
+    taken. Returns (from, to) pairs. The seed range is then incomplete, so a resume plays
+    it again."""
+    root, path = Path(root), Path(path)
+    aside = root / DAMAGED_DIR / path.parent.name
+    aside.mkdir(parents=True, exist_ok=True)
+    moved = []
+    for ext in (".safetensors", ".json", ".pt"):
+        src = path.with_suffix(ext)
+        if not (src.exists() or src.is_symlink()):
+            continue
+        dst, k = aside / src.name, 0
+        while dst.exists() or dst.is_symlink():
+            k += 1
+            dst = aside / f"{src.name}.{k}"
+        os.replace(src, dst)
+        moved.append((src, dst))
+    return moved
 
 
 # ---------------------------------------------------------------------------- the writer
@@ -375,9 +515,50 @@ def output_problem(root) -> str | None:
     return None
 
 
+#: the plan the ranks of a directory share (first seed, games per batch, world size)
+PLAN_NAME = ".eqfast-generate.plan.json"
+
+
+def agree_on_plan(root, plan: dict) -> str | None:
+    """Record `plan` ({flag name: value} of the flags that decide which rank owns which
+    batch) as root/PLAN_NAME if no rank did yet, else compare it with the recorded one: why
+    they differ, or None. The file is made by linking a complete temporary file, so two
+    ranks that start together see one plan, whole."""
+    root = Path(root)
+    target = root / PLAN_NAME
+    text = json.dumps(plan, sort_keys=True) + "\n"
+    if not target.exists():
+        fd, tmp = tempfile.mkstemp(prefix=".plan.", suffix=".tmp", dir=root)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(tmp, target)
+            return None
+        except FileExistsError:
+            pass                                   # another rank recorded it first
+        finally:
+            os.unlink(tmp)
+    try:
+        recorded = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return f"--out {root}: {target} is unreadable ({e}); delete it if no rank is running"
+    differ = [k for k in sorted(set(plan) | set(recorded)) if plan.get(k) != recorded.get(k)]
+    if not differ:
+        return None
+    flags = lambda d: " ".join(f"--{k.replace('_', '-')} {d.get(k)}" for k in sorted(d))  # noqa: E731
+    return (f"--out {root}: its ranks share the plan {flags(recorded)} ({target.name}); this "
+            f"rank's {', '.join('--' + k.replace('_', '-') for k in differ)} differ "
+            f"({flags({k: plan.get(k) for k in differ})}): its batches would overlap the "
+            "other ranks' and leave gaps. Start every rank with the same plan, or delete "
+            f"{target} once no rank of that plan is left to run")
+
+
 @contextlib.contextmanager
 def lock_output(root, rank: int | None = None,
-                owns: Callable[[int], bool] | None = None) -> Iterator[list[Path]]:
+                owns: Callable[[int], bool] | None = None,
+                plan: dict | None = None) -> Iterator[list[Path]]:
     """Make `root` and its split directories, and hold the directory's writer lock for the
     body; yields the temporary files of killed writes it removed.
 
@@ -392,7 +573,9 @@ def lock_output(root, rank: int | None = None,
     array): LOCK_NAME is held shared, so the ranks of one run coexist while a plain writer
     is excluded, and root/LOCK_NAME.rank<k> exclusively, so one rank runs once. Only the
     temporary files of ranges whose first seed `owns` accepts (this rank's) are removed:
-    the others may be another rank's writes in progress.
+    the others may be another rank's writes in progress. With `plan`, a rank first agrees
+    on it with the directory's other ranks (`agree_on_plan`; OutputError if it differs), so
+    that `owns` is the same partition for all of them.
     """
     root = Path(root)
     problem = output_problem(root)
@@ -405,6 +588,10 @@ def lock_output(root, rank: int | None = None,
     try:
         for name, mode in names:
             fds.append(_take_lock(root, name, mode, rank))
+        if rank is not None and plan is not None:
+            problem = agree_on_plan(root, plan)
+            if problem is not None:
+                raise OutputError(problem)
         yield _prepare_splits(root, owns if rank is not None else None)
     finally:
         for fd in fds:
@@ -460,7 +647,11 @@ def _prepare_splits(root: Path, owns: Callable[[int], bool] | None = None) -> li
             os.unlink(probe)
         except OSError as e:
             raise OutputError(f"--out {root}: {folder} is not writable ({e.strerror})") from None
-        for stale in folder.glob(STALE_TMP_GLOB):
+        # the .pt file is written before the sidecar: one without its sidecar is a write
+        # that never finished, like the temporary files
+        orphans = [f for f in folder.glob("shard_*.pt")
+                   if range_of(f) is not None and not _sidecar(f).exists()]
+        for stale in [*folder.glob(STALE_TMP_GLOB), *orphans]:
             m = _SHARD_RE.search(stale.name)
             if owns is not None and (m is None or not owns(int(m.group(1)))):
                 continue
@@ -469,14 +660,40 @@ def _prepare_splits(root: Path, owns: Callable[[int], bool] | None = None) -> li
     return removed
 
 
-def load_records(path, split: str = "all") -> tuple[DecisionRecords, list[dict]]:
+def pt_ranges(root) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(complete seed ranges with a .pt file in every split, complete ranges without)."""
+    with_pt, without = [], []
+    for lo, hi in completed_seed_ranges(root):
+        whole = all(shard_path(root, s, lo, hi, "pt").is_file() for s in SPLIT_NAMES)
+        (with_pt if whole else without).append((lo, hi))
+    return with_pt, without
+
+
+def add_pt_files(root, ranges) -> int:
+    """Write the missing .pt files of the complete seed `ranges` from their safetensors
+    shards (the same records and metadata, as `write_shard` writes them); the count."""
+    written = 0
+    for lo, hi in ranges:
+        for split in SPLIT_NAMES:
+            pt = shard_path(root, split, lo, hi, "pt")
+            if pt.is_file():
+                continue
+            records, metadata = read_shard(pt.with_suffix(".safetensors"))
+            atomic_write_bytes(pt, pt_bytes(pt_payload(records, metadata)))
+            written += 1
+    return written
+
+
+def load_records(path, split: str = "all", skip=()) -> tuple[DecisionRecords, list[dict]]:
     """(records sorted by (game, decision), metadata of each shard read).
 
     path: a shard file (.safetensors/.json/.pt), a split directory of shards, or a dataset
     root with train/ val/ test/ (split picks one, "all" reads every split present).
-    Raises ShardError with a message naming the path.
+    skip: shard names left out (a reader's --skip-shard; see parse_skip); a name that
+    matches no shard is an error. Raises ShardError with a message naming the path.
     """
     path = Path(path)
+    skip = parse_skip(skip)
     if not path.exists():
         raise ShardError(f"{path}: no such file or directory")
     if path.is_file():
@@ -487,12 +704,25 @@ def load_records(path, split: str = "all") -> tuple[DecisionRecords, list[dict]]
     if split != "all" and split not in SPLIT_NAMES:
         raise ShardError(f"--split must be one of {SPLIT_NAMES} or 'all', got {split!r}")
     dirs = [path / s for s in (SPLIT_NAMES if split == "all" else (split,))]
-    files = [f for d in dirs for f in split_shards(d)]
+    files = [f for d in dirs for f in split_shards(d, skip)]
     if not files:
-        files = split_shards(path)                             # a split directory itself
+        dirs = [path]
+        files = split_shards(path, skip)                       # a split directory itself
+    for where, stem in sorted(skip, key=str):
+        if not any((d / f"{stem}{ext}").exists() for d in dirs
+                   if where is None or d.name == where for ext in (".json", ".safetensors")):
+            raise ShardError(f"--skip-shard {where + '/' if where else ''}{stem}: no such shard "
+                             f"under {path}")
     if not files:
         where = path / split if split != "all" else path
         raise ShardError(f"{where}: no shards (expected shard_*.safetensors"
                          f"{' under train/ val/ test/' if split == 'all' else ''})")
-    parts, metas = zip(*(read_shard(f) for f in files))
-    return DecisionRecords.cat(parts).sort_by_game(), list(metas)
+    parts, metas = [], []
+    for f in files:
+        try:
+            records, meta = read_shard(f)
+        except ShardError as e:
+            raise ShardError(f"{e}{_skip_hint(f.parent, *range_of(f))}") from None
+        parts.append(records)
+        metas.append(meta)
+    return DecisionRecords.cat(parts).sort_by_game(), metas

@@ -64,15 +64,15 @@ from .sampling import world_ranks
 from .worlds import (build_oracle_batch, prefix_oracle_batch, scored_steps, world_owners,
                      world_tile_masks)
 from ..data.schema import DecisionRecords, require_invariants
+# int8: the oracle's Linear layers quantized at load (CPU; see oracle.weights.load_oracle):
+# the forward then needs no context here
+from .precisions import ORACLE_PRECISIONS
 
 STREAM_WORLDS = 1
 STREAM_POLICY = 2
 N_DECISIONS = 28
 
 
-#: int8: the oracle's Linear layers quantized at load (CPU; see oracle.weights.load_oracle):
-#: the forward then needs no context here
-ORACLE_PRECISIONS = ("fp32", "tf32", "bf16", "int8")
 
 
 @contextmanager

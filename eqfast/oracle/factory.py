@@ -27,7 +27,8 @@ from .weights import (ACCURATE_MODEL, DEFAULT_MODEL, OracleWeightsError, load_or
 SHIPPED = {"default": (DEFAULT_MODEL, "shipped default"),
            "accurate": (ACCURATE_MODEL, "shipped accurate")}
 
-__all__ = ["oracle_from_spec", "default_spec", "weights_path", "OracleWeightsError"]
+__all__ = ["oracle_from_spec", "default_spec", "weights_path", "OracleWeightsError",
+           "unknown_spec"]
 
 
 def weights_path(spec) -> Path:
@@ -35,6 +36,19 @@ def weights_path(spec) -> Path:
     (SHIPPED), anything else is a path. The commands that take a weights file by name
     (eqfast-eval-oracle, eqfast-oracle-ladder) and oracle_from_spec resolve it here."""
     return SHIPPED[spec][0] if isinstance(spec, str) and spec in SHIPPED else Path(spec)
+
+
+def unknown_spec(spec: str, behaviour: bool = False) -> str | None:
+    """The message for a spec that names no oracle: neither a name of the module doc nor
+    an existing path (None when it names one). behaviour: a --behaviour-oracle spec, which
+    may also be 'stage2' or 'stage2:PATH'."""
+    if spec in SHIPPED or spec == "exact" or spec.startswith("random:") or Path(spec).exists():
+        return None
+    if behaviour and is_stage2_spec(spec):
+        return None
+    names = ", ".join(f"'{n}'" for n in (*SHIPPED, "exact", *(("stage2",) if behaviour else ())))
+    return (f"{spec!r} is not an oracle name ({names}{', stage2:PATH' if behaviour else ''}) "
+            f"and the weights file {spec} does not exist (a .safetensors path)")
 
 
 def default_spec(device) -> str:
@@ -70,6 +84,9 @@ def oracle_from_spec(spec: str, device="cpu", *, exact_tricks: int = 0, quantize
         if quantize:
             raise ValueError("int8 quantizes a network oracle; the exact oracle has none")
         return ExactOracle(), {"name": "exact", "label": "exact"}
+    problem = unknown_spec(spec)
+    if problem is not None:
+        raise OracleWeightsError(problem)
     if spec.startswith("random:"):
         oracle, identity = _random_network(spec.split(":", 1)[1], device, quantize, eager)
     else:

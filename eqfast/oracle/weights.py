@@ -15,18 +15,15 @@ shared with the Stage 2 model's files).
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
+from ..paths import ACCURATE_MODEL, DEFAULT_MODEL  # noqa: F401  (re-exported)
 from ..utils import weights_file
 from .network import NetworkOracle, OracleModule, build_network, script_module
 from .tokenizer import TOKEN_LAYOUT_VERSION
 
 FORMAT = "eqfast-oracle"
 FORMAT_VERSION = 1
-DEFAULT_MODEL = Path(__file__).resolve().parent.parent / "models" / "default.safetensors"
-ACCURATE_MODEL = DEFAULT_MODEL.with_name("accurate.safetensors")
 
 
 class OracleWeightsError(ValueError):

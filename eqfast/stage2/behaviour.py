@@ -95,9 +95,12 @@ def behaviour_from_spec(spec: str, device, eager: bool = False):
     model) or 'stage2:PATH' as a Stage2Behaviour, any other spec through
     `eqfast.oracle.factory.oracle_from_spec`. The identity names the model as the spec,
     so a run's metadata rebuilds it. ValueError (naming the file) when it cannot load."""
-    from ..oracle.factory import is_stage2_spec, oracle_from_spec
+    from ..oracle.factory import is_stage2_spec, oracle_from_spec, unknown_spec
     from .weights import DEFAULT_STAGE2, load_stage2
 
+    problem = unknown_spec(spec, behaviour=True)
+    if problem is not None:
+        raise ValueError(problem)
     if not is_stage2_spec(spec):
         return oracle_from_spec(spec, device, eager=eager)
     path = Path(spec[len("stage2:"):]) if spec != "stage2" else DEFAULT_STAGE2

@@ -17,17 +17,15 @@ problem. Nothing is ever unpickled. The same layout and code as the oracle's fil
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
 from ..engine.transcript import TOKENIZER_VERSION
+from ..paths import DEFAULT_STAGE2  # noqa: F401  (re-exported)
 from ..utils import weights_file
 from .model import Stage2Model, build_model
 
 FORMAT = "eqfast-stage2"
 FORMAT_VERSION = 1
-DEFAULT_STAGE2 = Path(__file__).resolve().parent.parent / "models" / "stage2.safetensors"
 
 
 class Stage2WeightsError(ValueError):

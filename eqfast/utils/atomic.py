@@ -12,6 +12,7 @@ rename so the new name survives a crash too (best effort: not every OS allows it
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -85,14 +86,32 @@ def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8
     atomic_write_bytes(path, text.encode(encoding))
 
 
+def canonical_safetensors(blob: bytes) -> bytes:
+    """`blob` (a safetensors file) with its header in one order: `__metadata__` first with
+    sorted keys, then the tensors by data offset (then name), compact JSON padded with
+    spaces to 8 bytes. The safetensors library writes its metadata map in the order of a
+    per-process hash, so equal shards would otherwise differ in bytes between runs. The
+    tensor data is left as it is (offsets are relative to the end of the header)."""
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    meta = header.pop("__metadata__", None)
+    ordered = {} if meta is None else {"__metadata__": dict(sorted(meta.items()))}
+    for name in sorted(header, key=lambda k: (header[k]["data_offsets"][0], k)):
+        ordered[name] = header[name]
+    text = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + blob[8 + n:]
+
+
 def atomic_save_safetensors(tensors: Mapping, path: str | os.PathLike,
                             metadata: Mapping[str, str] | None = None) -> None:
-    """`safetensors.torch.save_file(tensors, path, metadata)`, atomically.
+    """`safetensors.torch.save_file(tensors, path, metadata)`, atomically, with the header
+    in canonical order (`canonical_safetensors`).
 
     safetensors metadata must map str to str; a wrong type is reported by key here rather
     than as an opaque error from the Rust side.
     """
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     if metadata is not None:
         for k, v in metadata.items():
@@ -100,8 +119,8 @@ def atomic_save_safetensors(tensors: Mapping, path: str | os.PathLike,
                 raise TypeError(f"safetensors metadata must map str to str; key {k!r} has "
                                 f"value {v!r} of type {type(v).__name__}")
         metadata = dict(metadata)
-    with atomic_path(path) as tmp:
-        save_file(dict(tensors), str(tmp), metadata=metadata)
+    atomic_write_bytes(path, canonical_safetensors(save(dict(tensors), metadata=metadata)))
 
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_save_safetensors"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_save_safetensors",
+           "canonical_safetensors"]

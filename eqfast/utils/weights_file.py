@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from .atomic import atomic_write_bytes
+from .atomic import atomic_write_bytes, canonical_safetensors
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def save(path, network: torch.nn.Module, kind: WeightsKind, config: dict, data_h
             "train": json.dumps(train or {})}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, st_save(tensors, metadata=meta))
+    atomic_write_bytes(path, canonical_safetensors(st_save(tensors, metadata=meta)))
 
 
 def read(path, kind: WeightsKind) -> tuple[dict[str, torch.Tensor], dict]:
