@@ -331,8 +331,11 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path, delay):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode in (0, 130), err
+    summary, err = proc.communicate(timeout=120)
+    # a press that lands after the run printed its summary, while the interpreter shuts
+    # down (its handlers already reset), ends it by the signal: the work was done and saved
+    finished = proc.returncode == -signal.SIGINT and '"games"' in summary
+    assert proc.returncode in (0, 130) or finished, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     if proc.returncode == 130:
         assert "eqfast-generate: " in err
