@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..engine.precisions import ORACLE_PRECISIONS
 from .common import HelpFormatter, device_problem, path_type
-from .scaleout import (Interrupt, add_rank_arguments, drive, interruptible,
+from .scaleout import (add_rank_arguments, drive, interruptible,
                        launcher_rank,  # noqa: F401  (re-exported: tests and scripts use it)
                        rank_problem, resume_conflict, with_output_lock)
 
@@ -189,9 +189,6 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--blunder-max-regret", type=float, default=3.0, help="largest blunder regret (points)")
     return p
 
-
-#: kept under its old name for callers that import it from here
-_Interrupt = Interrupt
 
 def pending_ranges(seed_start: int, n_games: int | None, per_batch: int, done):
     """Seed ranges [lo, hi] still to generate, in order (n_games None = forever).
