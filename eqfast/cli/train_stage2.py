@@ -14,15 +14,11 @@ import argparse
 import os
 import sys
 
-import torch
-
 from .common import HelpFormatter, device_problem, path_arg, records_dir_problem
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..stage2.data import FORCED_WEIGHT
-    from ..stage2.model import DEFAULT_CONFIG
-    from ..stage2.train import LENGTH_GROUPS
+    from ..stage2.defaults import DEFAULT_CONFIG, FORCED_WEIGHT, LENGTH_GROUPS
 
     ap = argparse.ArgumentParser(prog="eqfast-train-stage2", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
@@ -138,14 +134,17 @@ def check_args(a) -> str | None:
 
 
 def main(argv=None) -> int:
-    from ..data.shards import ShardError
-    from ..stage2.train import TrainConfig, train
-
     a = build_parser().parse_args(argv)
     problem = check_args(a)
     if problem is not None:
         print(f"eqfast-train-stage2: {problem}", file=sys.stderr)
         return 2
+    # torch only now: --help and argument errors answer without it
+    import torch
+
+    from ..data.shards import ShardError
+    from ..stage2.train import TrainConfig, train
+
     torch.set_num_threads(a.threads)
     arch = {"d_model": a.d_model, "n_layers": a.layers, "n_heads": a.heads, "d_ff": a.d_ff,
             "var_head": 0 if a.no_var_head else 1, "seen_tiles": a.seen_tiles,

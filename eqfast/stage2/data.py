@@ -38,9 +38,7 @@ import torch
 
 from ..data.schema import DecisionRecords, label_variance
 from ..data.shards import ShardError, load_records, split_shards
-
-#: default loss weight of a decision with one legal move (docs/STAGE2.md)
-FORCED_WEIGHT = 0.1
+from .defaults import FORCED_WEIGHT  # noqa: F401  (defined without torch, for --help)
 
 
 def mc_target(q: torch.Tensor, taken: torch.Tensor, realized: torch.Tensor,

@@ -39,6 +39,7 @@ from torch import nn
 from ..engine.transcript import MAX_TOKENS, N_FEATURES
 from ..oracle.network import EncoderLayer
 from ..rules.tables import FOLLOWS, HAND_SIZE, LED_SUIT, N_SEATS, N_SUITS, N_TILES
+from .defaults import DEFAULT_CONFIG  # noqa: F401  (defined without torch, for --help)
 
 #: Values in points are divided by this inside the network (|Q| <= 42).
 Q_SCALE = 42.0
@@ -47,8 +48,6 @@ N_DECLS = 10
 #: relative player, in hand, decl, type
 FEATURE_SIZES = (7, 7, 2, 3, 4, 2, N_DECLS, 3)
 
-DEFAULT_CONFIG = {"d_model": 64, "n_layers": 3, "n_heads": 4, "d_ff": 128, "var_head": 1,
-                  "seen_tiles": 0, "policy_head": 0}
 #: config keys and the ranges a weights file may give them
 CONFIG_RANGES = {"d_model": (8, 1024), "n_layers": (1, 16), "n_heads": (1, 32),
                  "d_ff": (8, 8192), "var_head": (0, 1), "seen_tiles": (0, 2),

@@ -54,6 +54,7 @@ import torch
 from ..oracle.train import StepClock, load_checkpoint, lr_at, save_checkpoint
 from ..rules.deal import mix_seed
 from ..utils.atomic import atomic_write_text
+from .defaults import LENGTH_GROUPS
 from .data import FORCED_WEIGHT, data_card, data_hash, load_split, prepare_rows
 from .evaluate import metrics as eval_metrics
 from .evaluate import predict
@@ -68,10 +69,6 @@ RESUME_KEYS = ("arch", "loss", "forced_weight", "centered_weight", "steps", "bat
                "mc_weight", "policy_weight")
 #: the value a checkpoint written before a RESUME_KEYS entry existed had
 RESUME_DEFAULTS = {"mc_weight": 0.0, "policy_weight": 0.0}
-#: default forwards per training step, each on the batch's rows of similar length trimmed
-#: to their longest (model.forward_by_length): 66 ms a step instead of 119 for the default
-#: model (256 records, one thread of the 2-core VM; 2 groups 74 ms, 6 and 8 groups 64-65)
-LENGTH_GROUPS = 4
 
 
 @dataclass
