@@ -114,7 +114,7 @@ def test_invariants_catch_untruthful_diagnostics(posterior):
         t[name] = change(t[name].clone())
         return " | ".join(check_invariants(DecisionRecords(t)))
 
-    assert "policy_entropy" in broken("policy_entropy", lambda h: h + 0.5)
+    assert "policy_entropy" in broken("policy_entropy", lambda h: h + 2.0)   # > log 7
     assert "policy_entropy" in broken("policy_entropy", lambda h: h * float("nan"))
     assert "ess_before_remix above ess" in broken("ess_before_remix", lambda e: e + 2.0)
     assert "remix_lambda outside" in broken("remix_lambda", lambda x: x + 1.5)

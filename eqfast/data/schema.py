@@ -400,14 +400,14 @@ def check_invariants(records: DecisionRecords, atol: float = 1e-4,
         fail(((~legal | (cv_n == 0)[:, None]) & (se != 0)).any(1),
              "cv_se not 0 at an illegal slot or where cv_worlds is 0")
 
-    # the policy's entropy (when stored): that of softmax(e_q_mean) over the legal slots
+    # the policy's entropy (when stored): a distribution's over the legal slots (not
+    # recomputed from e_q_mean: a label edited afterwards, e.g. one eqfast-validate
+    # --recompute is to flag, must still read)
     if "policy_entropy" in r:
         h = r["policy_entropy"]
         top = torch.log(legal.sum(1).clamp(min=1).float())
         fail(~torch.isfinite(h) | (h < -atol) | (h > top + atol),
              "policy_entropy NaN/Inf or outside [0, log(legal moves)]")
-        fail((h - policy_entropy(mean, legal)).abs() > 1e-3,
-             "policy_entropy != entropy of softmax(e_q_mean) over the legal slots")
 
     # the posterior's diagnostics (when stored): re-mixing only lifts the ESS, by a share
     # in [0, 1] that is 0 exactly where it did not lift it

@@ -153,7 +153,7 @@ def posterior_fields(post: dict, n_worlds: torch.Tensor) -> dict[str, torch.Tens
     in float32 overshoots N slightly for equal weights)."""
     before = torch.minimum(post["ess_before_remix"].float(), n_worlds.float()).clamp(min=1.0)
     return {"ess_before_remix": before,
-            "window_nll": post["window_nll"].float(),
+            "window_nll": post["window_nll"].float() + 0.0,         # -0.0 -> 0.0
             "n_invalid_worlds": post["n_invalid"].long(),
             "n_illegal": post["n_illegal"].long(),
             "remix_lambda": post["remix_lambda"].float(),
