@@ -250,6 +250,10 @@ def test_an_unknown_oracle_name_lists_the_valid_ones(tmp_path, flag):
     ("report", ["--help"]), ("bid", ["--help"]), ("bid", ["--hand", "6-6", "--completions", "0"]),
     ("solve", ["--help"]), ("export_oracle", ["--help"]), ("eval_oracle", ["--help"]),
     ("eval_stage2", ["--help"]), ("train_oracle", ["--help"]), ("label_oracle", ["--help"]),
+    ("arena", ["--help"]), ("arena", ["--policies", "random,bogus", "--hands", "2"]),
+    ("arena", ["--policies", "random,rules", "--hands", "3"]),
+    ("oracle_ladder", ["--help"]), ("oracle_ladder", ["--steps", "5"]),
+    ("train_stage2", ["--help"]), ("train_stage2", ["--data", "x", "--run", "y", "--steps", "0"]),
 ])
 def test_help_and_argument_errors_do_not_import_torch(module, argv):
     """Importing torch takes 1.5 s on a quiet machine and over 10 s on a loaded one: --help
@@ -264,6 +268,22 @@ def test_help_and_argument_errors_do_not_import_torch(module, argv):
     proc = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True,
                           text=True, timeout=60)
     assert proc.stderr.strip().splitlines()[-1] == "False", proc.stderr
+
+
+def test_the_torch_free_names_are_the_modules_own():
+    """The defaults and names the commands read without torch are those the code uses."""
+    from eqfast.analysis.ladder import LadderConfig
+    from eqfast.play import league, names, policies
+    from eqfast.stage2 import data, defaults, model, train
+
+    assert tuple(policies.POLICIES) == names.POLICY_NAMES
+    assert policies.USAGE is names.USAGE and league.DEFAULT_PANEL is names.DEFAULT_PANEL
+    assert model.DEFAULT_CONFIG is defaults.DEFAULT_CONFIG
+    assert set(model.DEFAULT_CONFIG) == set(model.CONFIG_RANGES)
+    assert data.FORCED_WEIGHT == defaults.FORCED_WEIGHT
+    assert train.LENGTH_GROUPS == defaults.LENGTH_GROUPS
+    from eqfast.oracle.network import DEFAULT_CONFIGS
+    assert LadderConfig().arch == DEFAULT_CONFIGS["mlp"]
 
 
 def test_validate_reports_progress_on_stderr(dataset):

@@ -16,7 +16,7 @@ from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.policy import ExplorationConfig
 from eqfast.engine.posterior import PosteriorConfig
 from eqfast.oracle.network import NetworkOracle, build_network, script_module
-from eqfast.data.schema import FIELDS
+from eqfast.data.schema import FIELDS, POSTERIOR_FIELDS
 from eqfast.utils.checks import HostSyncError, forbid_host_sync
 
 CUDA = torch.cuda.is_available()
@@ -39,7 +39,9 @@ def test_fast_engine_equals_reference_on_cpu(posterior, store_worlds):
                        exploration=ExplorationConfig(temperature=2.0, epsilon=0.2))
     ref = Engine(HashOracle(), cfg).play([3, 4, 5])
     fast = FastEngine(HashOracle(), cfg, backend="reference", graphs=False).play([3, 4, 5])
-    names = list(FIELDS) + (["world_q", "world_weight", "world_owner"] if store_worlds else [])
+    names = (list(FIELDS) + ["policy_entropy"]
+             + (list(POSTERIOR_FIELDS) if posterior is not None else [])
+             + (["world_q", "world_weight", "world_owner"] if store_worlds else []))
     assert sorted(fast.tensors) == sorted(ref.tensors) and set(names) <= set(fast.tensors)
     for name in names:
         assert torch.equal(ref[name], fast[name]) or (

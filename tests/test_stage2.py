@@ -20,7 +20,7 @@ from eqfast.stage2.data import prepare_rows
 from eqfast.stage2.model import (build_model, export_program, forward_by_length, length_groups,
                                  script_model, seen_matrix, trim_tokens, void_matrix)
 from eqfast.stage2.policy import current_legal, stage2_slots
-from eqfast.stage2.train import TrainConfig, stage2_loss, train
+from eqfast.stage2.train import TrainConfig, policy_cross_entropy, stage2_loss, train
 from eqfast.stage2.weights import (Stage2WeightsError, load_stage2, load_stage2_with_meta,
                                    save_stage2)
 
@@ -359,6 +359,67 @@ def test_loss_is_the_weighted_legal_mean():
     torch.testing.assert_close(mu.grad, mse_grad)
 
 
+def test_policy_term_is_the_hand_cross_entropy_and_weight_0_changes_nothing():
+    """The auxiliary policy head's term: the w-weighted mean over rows of -log softmax over
+    the legal slots at the slot played; weight 0 gives the loss without it, bit for bit."""
+    q = torch.tensor([[10.0, -4.0, 0.0], [42.0, 0.0, 0.0]])
+    legal = torch.tensor([[True, True, False], [True, True, True]])
+    batch = {"q": q, "legal": legal, "weight": torch.tensor([1.0, 0.25]),
+             "s2": torch.zeros(2, 3), "action": torch.tensor([1, 2])}
+    mu = torch.tensor([[4.0, 2.0, 99.0], [0.0, 9.0, -3.0]])
+    logits = torch.tensor([[0.5, -1.0, 7.0], [2.0, 0.0, 1.0]])
+    ce0 = -(-1.0 - math.log(math.exp(0.5) + math.exp(-1.0)))                 # slot 2 illegal
+    ce1 = -(1.0 - math.log(math.exp(2.0) + math.exp(0.0) + math.exp(1.0)))
+    want = (1.0 * ce0 + 0.25 * ce1) / 1.25
+    base = stage2_loss(mu, torch.zeros_like(mu), batch)
+    with_policy = stage2_loss(mu, torch.zeros_like(mu), batch, policy_logits=logits,
+                              policy_weight=0.3)
+    assert float(with_policy - base) == pytest.approx(0.3 * want, rel=1e-5)
+    for loss, cw in (("mse", 0.0), ("nll", 0.5)):
+        plain = stage2_loss(mu, torch.zeros_like(mu), batch, loss, cw)
+        zero = stage2_loss(mu, torch.zeros_like(mu), batch, loss, cw, policy_logits=logits,
+                           policy_weight=0.0)
+        assert torch.equal(plain, zero)
+
+
+def test_a_model_without_the_policy_head_is_the_model_as_before(records):
+    """No parameter of the head unless asked for; forward_policy's mu and log_var are
+    forward's, its logits zeros without the head."""
+    plain = random_model()
+    assert not any("policy" in k for k in plain.state_dict())
+    headed = random_model(policy_head=1)
+    extra = set(headed.state_dict()) - set(plain.state_dict())
+    assert extra == {"policy_head.0.weight", "policy_head.0.bias"}
+    tokens, lengths = records["transcript_tokens"][:16], records["transcript_lengths"][:16]
+    with torch.no_grad():
+        mu, lv = plain(tokens, lengths)
+        mu2, lv2, logits = plain.forward_policy(tokens, lengths)
+        assert torch.equal(mu, mu2) and torch.equal(lv, lv2) and not logits.any()
+        _, _, logits = headed.forward_policy(tokens, lengths)
+        assert logits.shape == (16, 7) and logits.std() > 0
+
+
+def test_training_with_the_policy_head_learns_the_moves_played(dataset, tmp_path, records):
+    cfg = tiny_config(dataset, tmp_path / "run", steps=60, policy_weight=1.0,
+                      arch={**TINY_ARCH, "policy_head": 1})
+    train(cfg, log=quiet, progress=False)
+    rows = prepare_rows(records.select(records["split"] == 0))
+    torch.manual_seed(cfg.seed)
+    before = build_model(cfg.arch).eval()
+    after = load_stage2(tmp_path / "run" / "last.safetensors")
+    with torch.no_grad():
+        ce = [float(policy_cross_entropy(m.forward_policy(rows["tokens"], rows["lengths"])[2],
+                                         rows)) for m in (before, after)]
+        mu, _ = after(rows["tokens"], rows["lengths"])
+        torch.testing.assert_close(script_model(after)(rows["tokens"], rows["lengths"])[0], mu)
+    assert ce[1] < 0.9 * ce[0], ce
+    meta = load_stage2_with_meta(tmp_path / "run" / "last.safetensors")[1]
+    assert meta["config"]["policy_head"] == 1 and meta["train"]["policy_weight"] == 1.0
+    with pytest.raises(ValueError, match="policy head"):
+        train(tiny_config(dataset, tmp_path / "bad", policy_weight=1.0), log=quiet,
+              progress=False)
+
+
 # ---------------------------------------------------------------- the trainer
 def test_training_lowers_the_loss(dataset, tmp_path, records):
     cfg = tiny_config(dataset, tmp_path / "run", steps=80, loss="nll")
@@ -432,7 +493,8 @@ def test_resume_with_other_settings_is_refused(dataset, tmp_path):
     (["--loss", "nll", "--no-var-head"], "--no-var-head"), (["--steps", "0"], "--steps"),
     (["--centered-weight", "-1"], "--centered-weight"),
     (["--device", "tpu"], "--device"), (["--init", "/no/such.safetensors"], "--init"),
-    (["--length-groups", "0"], "--length-groups")])
+    (["--length-groups", "0"], "--length-groups"), (["--policy-weight", "-1"], "--policy-weight"),
+    (["--policy-weight", "nan"], "--policy-weight")])
 def test_train_cli_bad_flags_exit_2(dataset, tmp_path, capsys, flags, needle):
     status = train_stage2.main(["--data", str(dataset), "--run", str(tmp_path / "r"), *flags])
     assert status == 2

@@ -28,16 +28,15 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..oracle.dataset import COLUMNS, _DTYPES, as_batch, as_tensors, label_deal
-from ..oracle.network import DEFAULT_CONFIGS
 from ..oracle.train import TrainConfig, evaluate_rows, prepare_rows, train
 from ..oracle.weights import load_network
+from .ladder_config import LadderConfig  # noqa: F401  (defined without torch, for --help)
 
 #: First deal number of each step's deals (training data uses deals below 2e9).
 ONE_DEAL = 2_000_000_000
@@ -45,22 +44,6 @@ ACROSS_DEALS = 2_100_000_000
 SPOT_DEALS = 2_200_000_000
 PIMC_SEEDS = 2_300_000_000
 
-
-@dataclass
-class LadderConfig:
-    arch: dict = field(default_factory=lambda: dict(DEFAULT_CONFIGS["mlp"]))
-    train_steps: int = 2000
-    batch: int = 256
-    lr: float = 2e-3
-    one_deal_games: int = 300
-    deals: int = 100
-    games_per_deal: int = 10
-    test_deals: int = 10
-    spot_deals: int = 100
-    spot_show: int = 20
-    pimc_games: int = 16
-    pimc_worlds: int = 50
-    seed: int = 0
 
 
 def label_rows(deals, games: int) -> dict[str, np.ndarray]:

@@ -20,17 +20,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-
-import torch
+from typing import TYPE_CHECKING
 
 from ..engine.games import parse_decl_mode
-from ..play.arena import DIFF_INTERVAL, WIN_INTERVAL, MatchResult, play_match, policy_rates
-from ..play.league import (DEFAULT_CHUNK_HANDS, DEFAULT_MAX_HANDS, DEFAULT_MIN_HANDS,
-                           DEFAULT_PANEL, DEFAULT_SEED_START, DEFAULT_TARGET_CI, REPORT_FILE,
-                           STATE_FILE, LeagueSettings)
-from ..play.policies import POLICIES, USAGE, policy_from_spec
+# names and defaults without torch, so that --help and argument errors answer at once;
+# the players and the league are imported by the functions that use them
+from ..play.names import (DEFAULT_CHUNK_HANDS, DEFAULT_MAX_HANDS, DEFAULT_MIN_HANDS,
+                          DEFAULT_PANEL, DEFAULT_SEED_START, DEFAULT_TARGET_CI, USAGE)
+from ..play.names import POLICY_NAMES as POLICIES
 from ..utils.progress import Progress
 from .common import HelpFormatter, device_problem, path_type, quiet_on_closed_stdout
+
+if TYPE_CHECKING:
+    from ..play.arena import MatchResult
 
 PROG = "eqfast-arena"
 
@@ -178,6 +180,8 @@ def league_given(args) -> dict:
 
 def check_league_args(args) -> str | None:
     """The first problem with the arguments of a league run (None if none)."""
+    from ..play.league import REPORT_FILE, LeagueSettings
+
     if args.hands is not None:
         return (f"--hands {args.hands} does not apply to --league: a pair plays until its "
                 f"interval is narrow enough (--target-ci, --min-hands, --max-hands)")
@@ -212,7 +216,9 @@ def _num(v, fmt: str) -> str:
     return "-" if v is None else format(v, fmt)
 
 
-def format_table(results: list[MatchResult], rates: dict) -> str:
+def format_table(results: list["MatchResult"], rates: dict) -> str:
+    from ..play.arena import DIFF_INTERVAL, WIN_INTERVAL
+
     """The text report: one row per pair, then each policy's decisions/s."""
     rows = [("A", "B", "hands", "A diff/hand [95% t]", "A won [95% Wilson]", "A dec/s",
              "B dec/s")]
@@ -250,6 +256,11 @@ def main(argv=None) -> int:
     if problem is not None:
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
+    import torch
+
+    from ..play.arena import play_match, policy_rates
+    from ..play.policies import policy_from_spec
+
     torch.set_num_threads(args.threads)
     if args.league is not None:
         return league_main(args)
@@ -306,7 +317,9 @@ def main(argv=None) -> int:
 
 def league_main(args) -> int:
     """eqfast-arena --league DIR: open (or continue) the league, play, report."""
-    from ..play.league import LeagueStateError, format_league, open_league, write_report
+    from ..play.league import (STATE_FILE, LeagueStateError, format_league, open_league,
+                               write_report)
+    from ..play.policies import policy_from_spec
 
     build = lambda spec, run_seed: policy_from_spec(spec, run_seed=run_seed, device=args.device,
                                                     threads=args.threads)

@@ -17,15 +17,17 @@ import json
 import sys
 import time
 
-import torch
-
 from .common import HelpFormatter, quiet_on_closed_stdout
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..analysis.ladder import LadderConfig
+    from dataclasses import fields
 
-    d = LadderConfig()
+    from ..analysis.ladder_config import LadderConfig
+
+    # the field defaults, read without building a config (its arch comes from torch code)
+    d = argparse.Namespace(**{f.name: f.default for f in fields(LadderConfig)
+                              if f.name != "arch"})
     ap = argparse.ArgumentParser(prog="eqfast-oracle-ladder", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
     ap.add_argument("--weights", default="default",
@@ -72,12 +74,18 @@ def check_args(a) -> str | None:
 
 @quiet_on_closed_stdout
 def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
+    problem = check_args(a)
+    if problem is not None:
+        print(f"eqfast-oracle-ladder: {problem}", file=sys.stderr)
+        return 2
+    # torch only now: --help and argument errors answer without it
+    import torch
+
     from ..analysis import ladder
     from ..oracle.factory import weights_path
     from ..oracle.weights import OracleWeightsError, read_weights
 
-    a = build_parser().parse_args(argv)
-    problem = check_args(a)
     weights = weights_path(a.weights)
     if problem is None:
         try:

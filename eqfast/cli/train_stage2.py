@@ -14,15 +14,11 @@ import argparse
 import os
 import sys
 
-import torch
-
 from .common import HelpFormatter, device_problem, path_arg, records_dir_problem
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..stage2.data import FORCED_WEIGHT
-    from ..stage2.model import DEFAULT_CONFIG
-    from ..stage2.train import LENGTH_GROUPS
+    from ..stage2.defaults import DEFAULT_CONFIG, FORCED_WEIGHT, LENGTH_GROUPS
 
     ap = argparse.ArgumentParser(prog="eqfast-train-stage2", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
@@ -57,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="target of the move actually played: (1 - LAMBDA) E[Q] + LAMBDA "
                          "realized_to_go, its Monte Carlo return in the recorded game (lower "
                          "bias, higher variance); the other moves keep E[Q]; 0 = E[Q] alone "
+                         "(docs/STAGE2.md)")
+    ap.add_argument("--policy-weight", type=float, default=0.0, metavar="RHO",
+                    help="train an auxiliary policy head on the moves played (action_taken) "
+                         "with RHO times its cross-entropy added to the loss; the head is "
+                         "built only when RHO > 0, play reads mu alone; 0 = no head "
                          "(docs/STAGE2.md)")
     ap.add_argument("--steps", type=int, default=20000,
                     help="optimizer steps of the whole run (with --time-budget: at most)")
@@ -116,6 +117,8 @@ def check_args(a) -> str | None:
         return f"--centered-weight must be >= 0, got {a.centered_weight}"
     if not 0 <= a.mc_weight <= 1:
         return f"--mc-weight must be in [0, 1], got {a.mc_weight}"
+    if not (a.policy_weight >= 0 and a.policy_weight < float("inf")):
+        return f"--policy-weight must be >= 0, got {a.policy_weight}"
     if a.loss == "nll" and a.no_var_head:
         return "--loss nll needs the variance head: drop --no-var-head"
     if a.time_budget is not None and not a.time_budget > 0:
@@ -131,24 +134,29 @@ def check_args(a) -> str | None:
 
 
 def main(argv=None) -> int:
-    from ..data.shards import ShardError
-    from ..stage2.train import TrainConfig, train
-
     a = build_parser().parse_args(argv)
     problem = check_args(a)
     if problem is not None:
         print(f"eqfast-train-stage2: {problem}", file=sys.stderr)
         return 2
+    # torch only now: --help and argument errors answer without it
+    import torch
+
+    from ..data.shards import ShardError
+    from ..stage2.train import TrainConfig, train
+
     torch.set_num_threads(a.threads)
     arch = {"d_model": a.d_model, "n_layers": a.layers, "n_heads": a.heads, "d_ff": a.d_ff,
-            "var_head": 0 if a.no_var_head else 1, "seen_tiles": a.seen_tiles}
+            "var_head": 0 if a.no_var_head else 1, "seen_tiles": a.seen_tiles,
+            **({"policy_head": 1} if a.policy_weight > 0 else {})}
     cfg = TrainConfig(data=a.data, run=a.run, arch=arch, loss=a.loss,
                       forced_weight=a.forced_weight, centered_weight=a.centered_weight,
                       steps=a.steps, batch=a.batch, lr=a.lr, weight_decay=a.weight_decay,
                       warmup=a.warmup, seed=a.seed, val_rows=a.val_rows,
                       eval_every=a.eval_every, ckpt_every=a.ckpt_every, device=a.device,
                       stop_at=a.stop_at, time_budget=a.time_budget, init=a.init,
-                      length_groups=a.length_groups, mc_weight=a.mc_weight)
+                      length_groups=a.length_groups, mc_weight=a.mc_weight,
+                      policy_weight=a.policy_weight)
     try:
         m = train(cfg, log=print, progress=not a.quiet)
     except (ValueError, ShardError) as e:        # a resume with other settings, an empty

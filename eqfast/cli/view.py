@@ -148,7 +148,18 @@ def render_record(records: DecisionRecords, i: int, debug: bool = False,
         f"ess {ess:.1f}{ess_note}", f"max_w {float(r['max_w']):.3f}",
         f"u_mean {float(r['u_mean']):.2f}", f"u_max {float(r['u_max']):.2f}",
         f"n_worlds {int(r['n_worlds'])}", f"enumerated {'yes' if bool(r['enumerated']) else 'no'}",
-        f"mode {mode_name}", f"q_gap {float(r['q_gap']):.2f}"])]
+        f"mode {mode_name}", f"q_gap {float(r['q_gap']):.2f}"]
+        + ([f"entropy {float(r['policy_entropy']):.3f} nats (of {int(legal.sum())} legal)"]
+           if "policy_entropy" in r else []))]
+    if "ess_before_remix" in r:
+        lam = float(r["remix_lambda"])
+        lines.append("posterior: " + "  ".join([
+            f"ess before re-mixing {float(r['ess_before_remix']):.1f}",
+            f"re-mixed lambda {lam:.3f}" if lam > 0 else "not re-mixed",
+            f"window nll {float(r['window_nll']):.2f}",
+            f"invalid worlds {int(r['n_invalid_worlds'])}",
+            f"illegal steps {int(r['n_illegal'])}",
+            "FALLBACK to uniform" if bool(r["fallback_uniform"]) else "no fallback"]))
     if "cv_worlds" in records.tensors:
         cv_n = int(r["cv_worlds"])
         shift = [float(r["cv_shift"][k]) for k in range(len(hand)) if legal[k]]

@@ -53,6 +53,21 @@ def summary_stats(records: DecisionRecords) -> dict:
                                      if bool((~records["enumerated"]).any()) else None),
         "forced_fraction": float((n_legal == 1).float().mean()) if R else None,
     }
+    if "policy_entropy" in records:
+        stats["policy_entropy"] = _quantiles(records["policy_entropy"])
+    if "ess_before_remix" in records:
+        lam = records["remix_lambda"]
+        stats["posterior_health"] = {
+            "ess_before_remix": _quantiles(records["ess_before_remix"]),
+            "window_nll": _quantiles(records["window_nll"]),
+            "remix_fraction": float((lam > 0).float().mean()) if R else None,
+            "remix_lambda": _quantiles(lam[lam > 0]),
+            "fallback_fraction": (float(records["fallback_uniform"].float().mean())
+                                  if R else None),
+            "invalid_world_fraction": (float(records["n_invalid_worlds"].sum()
+                                             / records["n_worlds"].sum()) if R else None),
+            "n_illegal": int(records["n_illegal"].sum()),
+        }
     return stats
 
 

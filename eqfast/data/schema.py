@@ -96,8 +96,44 @@ CV_FIELDS: dict[str, Field] = {
     "cv_worlds": Field(torch.int64, (), "worlds of the control variate's oracle (0 where not "
                        "applied: the n_worlds worlds were every consistent one)"),
 }
+#: the exploration policy's spread at the decision (000 §4.7); written by eqfast-generate (both
+#: pipelines), absent from files written before it existed
+POLICY_FIELDS: dict[str, Field] = {
+    "policy_entropy": Field(torch.float32, (), "entropy (nats) of softmax(e_q_mean) over the "
+                            "legal slots at temperature 1: 0 for one legal move, at most "
+                            "log(legal moves)"),
+}
+#: the posterior's per-decision health (engine.posterior); written with --posterior by both
+#: pipelines, absent with uniform weights and from relabelled datasets (stored weights)
+POSTERIOR_FIELDS: dict[str, Field] = {
+    "ess_before_remix": Field(torch.float32, (), "ESS 1/sum w^2 of the clipped weights before "
+                              "ESS-triggered re-mixing (ess is after it); in [1, n_worlds]"),
+    "window_nll": Field(torch.float32, (), "-sum_i w_i log-lik_i: the weighted negative "
+                        "log-likelihood of the window's observed plays (nats, >= 0)"),
+    "n_invalid_worlds": Field(torch.int64, (), "worlds that contradict the transcript (an "
+                              "observed tile outside its actor's hand; weight 0)"),
+    "n_illegal": Field(torch.int64, (), "(world, window step) pairs whose observed tile was "
+                       "in hand but illegal, skipped (a reconstruction bug if ever > 0)"),
+    "remix_lambda": Field(torch.float32, (), "uniform share mixed into the weights by "
+                          "re-mixing (0 = not re-mixed, 1 = uniform over the consistent worlds)"),
+    "fallback_uniform": Field(torch.bool, (), "every world contradicted the transcript: the "
+                              "weights fell back to uniform"),
+}
 OPTIONAL_FIELDS: dict[str, Field] = {**DEBUG_FIELDS, **OUTCOME_FIELDS, **PDF_FIELDS,
-                                     **CV_FIELDS}
+                                     **CV_FIELDS, **POLICY_FIELDS, **POSTERIOR_FIELDS}
+#: fields a shard written before they existed lacks: `DecisionRecords.cat` keeps them only
+#: when every part has them (a resumed directory may mix older and newer shards)
+LATER_FIELDS = (*POLICY_FIELDS, *POSTERIOR_FIELDS)
+
+
+def policy_entropy(e_q_mean: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+    """[R] entropy (nats) of softmax(e_q_mean) over the legal slots (temperature 1)."""
+    legal = legal.bool()
+    logits = torch.where(legal, e_q_mean.float(), torch.full_like(e_q_mean.float(), float("-inf")))
+    logp = torch.log_softmax(logits, dim=-1)
+    p = torch.exp(logp)
+    # + 0.0: a single legal move gives -0.0
+    return -torch.where(legal, p * logp, torch.zeros_like(p)).sum(-1) + 0.0
 
 
 def split_of_seed(seeds) -> torch.Tensor:
@@ -198,6 +234,13 @@ class DecisionRecords:
         if not parts:
             raise ValueError("DecisionRecords.cat: nothing to concatenate")
         names = set(parts[0].tensors)
+        later = {k for p in parts for k in p.tensors if k in LATER_FIELDS}
+        common = {k for k in later if all(k in p.tensors for p in parts)}
+        drop = later - common
+        if drop:
+            parts = [DecisionRecords({k: v for k, v in p.tensors.items() if k not in drop})
+                     for p in parts]
+            names = set(parts[0].tensors)
         for p in parts[1:]:
             if set(p.tensors) != names:
                 raise ValueError("DecisionRecords.cat: parts have different fields "
@@ -356,6 +399,31 @@ def check_invariants(records: DecisionRecords, atol: float = 1e-4,
         fail(~(se >= 0).all(1) | ~torch.isfinite(se).all(1), "cv_se negative or NaN/Inf")
         fail(((~legal | (cv_n == 0)[:, None]) & (se != 0)).any(1),
              "cv_se not 0 at an illegal slot or where cv_worlds is 0")
+
+    # the policy's entropy (when stored): a distribution's over the legal slots (not
+    # recomputed from e_q_mean: a label edited afterwards, e.g. one eqfast-validate
+    # --recompute is to flag, must still read)
+    if "policy_entropy" in r:
+        h = r["policy_entropy"]
+        top = torch.log(legal.sum(1).clamp(min=1).float())
+        fail(~torch.isfinite(h) | (h < -atol) | (h > top + atol),
+             "policy_entropy NaN/Inf or outside [0, log(legal moves)]")
+
+    # the posterior's diagnostics (when stored): re-mixing only lifts the ESS, by a share
+    # in [0, 1] that is 0 exactly where it did not lift it
+    if "ess_before_remix" in r:
+        before, lam = r["ess_before_remix"], r["remix_lambda"]
+        fail(~((before >= 1 - atol) & (before <= n * (1 + atol))),
+             "ess_before_remix outside [1, n_worlds] or NaN")
+        fail(before > ess * (1 + atol) + atol, "ess_before_remix above ess (re-mixing lowered it)")
+        fail(~((lam >= 0) & (lam <= 1)), "remix_lambda outside [0, 1] or NaN")
+        fail((lam == 0) & ((ess - before).abs() > atol * (1 + ess)),
+             "ess != ess_before_remix where remix_lambda is 0")
+        fail(~torch.isfinite(r["window_nll"]) | (r["window_nll"] < -atol),
+             "window_nll negative or NaN/Inf")
+        bad = r["n_invalid_worlds"]
+        fail((bad < 0) | (bad > r["n_worlds"]), "n_invalid_worlds outside [0, n_worlds]")
+        fail(r["n_illegal"] < 0, "n_illegal negative")
 
     # the game's outcome (when stored): a hand's 42 points, a value to go the hand allows
     if "final_points" in r:

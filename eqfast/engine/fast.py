@@ -119,6 +119,7 @@ class DecisionStep:
                     batch = build_oracle_batch(games, info, sample)
                 with stage("oracle"):
                     q = self._batch_forward(batch).view(G, N, 7)
+            post = {}
             if cfg.posterior is None:
                 logw = torch.where(sample.valid, 0.0, float("-inf"))
             else:
@@ -140,9 +141,11 @@ class DecisionStep:
                 # static shapes: the rows of steps left out are evaluated, then not scored
                 step_valid = scored_steps(games, step_valid, cfg.posterior.own_plays)
                 with stage("posterior"):
-                    logw, _ = self.backend.posterior_log_weights(
+                    logw, diag = self.backend.posterior_log_weights(
                         q_past.view(G, N, K, 7), legal_past.view(G, N, K, 7), observed,
                         step_valid, cfg.posterior, world_valid=sample.valid)
+                # the record's diagnostics: [G] tensors, static shapes like every output
+                post = {POST_PREFIX + f.name: getattr(diag, f.name) for f in fields(diag)}
             with stage("reduce"):
                 mom = self.backend.weighted_moments(q, legal, logw)
             with stage("select"):
@@ -150,13 +153,17 @@ class DecisionStep:
             with stage("advance"):
                 nxt = self.backend.play(games, sel.slot)
         out = dict(mom._asdict(), **sel._asdict(), legal=legal, n_worlds=sample.n_worlds,
-                   enumerated=sample.enumerated)
+                   enumerated=sample.enumerated, **post)
         if cfg.store_worlds:
             out.update(world_q=q, logw=logw, world_owner=world_owners(games, info, sample))
         if cfg.q_pdf:
             with stage("reduce"):
                 out["q_pdf"] = q_histogram(q, legal, logw)
         return out, nxt
+
+
+#: DecisionStep's outputs that are the posterior's diagnostics (`PosteriorDiagnostics` names)
+POST_PREFIX = "post_"
 
 
 def batch_records(snapshots: list[BatchedGames], outputs: list[dict], seeds: torch.Tensor,
@@ -183,7 +190,9 @@ def batch_records(snapshots: list[BatchedGames], outputs: list[dict], seeds: tor
                           world_q=out["world_q"] if store_worlds else None,
                           logw=out["logw"] if store_worlds else None,
                           world_owner=out["world_owner"] if store_worlds else None,
-                          q_pdf=out.get("q_pdf"))
+                          q_pdf=out.get("q_pdf"),
+                          post={k[len(POST_PREFIX):]: v for k, v in out.items()
+                                if k.startswith(POST_PREFIX)} or None)
 
 
 def play_batch(step: DecisionStep, games: BatchedGames, keys_w, u_p, seeds, split,

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable
 
 import numpy as np
@@ -377,9 +377,10 @@ class Engine:
         # round: B is evaluated once per decision
         cv_wide = {}
         mom = n_worlds = enumerated = world_q = world_logw = world_owner = pdf = cv = None
+        post = None
         while True:
             part = games if len(sub) == G else games.select(sub)
-            sample, q, logw, owner = self._evaluate(
+            sample, q, logw, owner, p = self._evaluate(
                 part, sub, keys[sub], n, legal[sub], caches,
                 logw=script.log_weights(sub, n) if script is not None else None)
             with stage("reduce"):
@@ -392,7 +393,7 @@ class Engine:
                                                  logw, sample.enumerated, caches, cv_wide)
             if mom is None:
                 mom, n_worlds, enumerated, pdf, cv = m, sample.n_worlds, sample.enumerated, h, c
-                world_q, world_logw, world_owner = q, logw, owner
+                world_q, world_logw, world_owner, post = q, logw, owner, p
             else:
                 mom = Moments(*[_scatter_rows(full, sub, new) for full, new in zip(mom, m)])
                 n_worlds = _scatter_rows(n_worlds, sub, sample.n_worlds)
@@ -402,6 +403,8 @@ class Engine:
                 if cv is not None:
                     cv = ControlVariate(*[_scatter_rows(full, sub, new)
                                           for full, new in zip(cv, c)])
+                if post is not None:
+                    post = {k: _scatter_rows(post[k], sub, p[k]) for k in post}
             if cfg.sem is None or n >= cfg.max_samples:
                 break
             se = (m.var / m.ess[:, None].clamp(min=1)).sqrt() if c is None else c.se
@@ -429,7 +432,8 @@ class Engine:
                 game_idx=game_idx, seeds=torch.tensor(seeds, dtype=torch.int64),
                 world_q=world_q if cfg.store_worlds else None,
                 logw=world_logw if cfg.store_worlds else None,
-                world_owner=world_owner if cfg.store_worlds else None, q_pdf=pdf, cv=cv)
+                world_owner=world_owner if cfg.store_worlds else None, q_pdf=pdf, cv=cv,
+                post=post)
         return records, sel.slot
 
     def _control_variate(self, games, gid, keys, n, legal, main: Moments, main_q, main_logw,
@@ -445,7 +449,7 @@ class Engine:
         others. Returns (moments, ControlVariate fields of the records)."""
 
         def control_on(m, logw=None):
-            sample, q, logw, _ = self._evaluate(games, gid, keys, m, legal, caches,
+            sample, q, logw, _, _ = self._evaluate(games, gid, keys, m, legal, caches,
                                                 oracle=self.cv_oracle, logw=logw)
             with stage("reduce"):
                 return sample, q, self.backend.weighted_moments(q, legal, logw)
@@ -480,7 +484,8 @@ class Engine:
     def _evaluate(self, games, gid, keys, n, legal, caches, oracle=None, logw=None):
         """Sample n worlds per game, query the oracle on the distinct ones, weight them:
         (sample, q [G,n,7], logw [G,n], the worlds' tile owners [G,n,28] or None unless
-        cfg.store_worlds).
+        cfg.store_worlds, the posterior's diagnostics {name: [G]} or None where the weights
+        are uniform or given).
 
         gid: the games' indices in the full batch (keys of the decision's row caches
         `caches`); oracle: self.oracle unless given (the control variate's); logw: these
@@ -535,13 +540,15 @@ class Engine:
                                "rules' legal mask (world reconstruction bug)")
         q = q_u[inverse].view(G, n, 7)
 
+        post = None
         if logw is None and cfg.posterior is None:
             logw = torch.where(sample.valid, 0.0, float("-inf"))
         elif logw is None:
-            logw = self._posterior(games, gid, info, sample, ranks, rep, inverse,
-                                   caches.behaviour)
+            logw, diag = self._posterior(games, gid, info, sample, ranks, rep, inverse,
+                                         caches.behaviour)
+            post = {f.name: getattr(diag, f.name) for f in fields(diag)}
         owner = world_owners(games, info, sample) if cfg.store_worlds else None
-        return sample, q, logw, owner
+        return sample, q, logw, owner, post
 
     def _query_cached(self, fetch, rep, ranks, gid, cache):
         """(q, legal, rows evaluated) of the oracle rows `rep` (fetch(index) -> (q, legal)),
@@ -575,9 +582,10 @@ class Engine:
         return q, lg, len(sub)
 
     def _posterior(self, games, gid, info, sample, ranks, rep, inverse, cache):
-        """log w [G, n] of the sampled worlds: the behaviour oracle's Q at each of the last
-        K plays in each distinct world (rows of worlds in `cache`, evaluated earlier at this
-        decision, are reused), then the backend's posterior."""
+        """(log w [G, n] of the sampled worlds, their `PosteriorDiagnostics`): the behaviour
+        oracle's Q at each of the last K plays in each distinct world (rows of worlds in
+        `cache`, evaluated earlier at this decision, are reused), then the backend's
+        posterior."""
         cfg = self.cfg
         G, n = ranks.shape
         K = cfg.posterior.window_k
@@ -613,10 +621,10 @@ class Engine:
             logw, diag = self.backend.posterior_log_weights(
                 q_past, legal_past, prefix.observed_slot, scored, cfg.posterior,
                 world_valid=sample.valid)
-        return logw
+        return logw, diag
 
     def _information_set_posterior(self, behaviour, games, initial, prefix, scored, valid):
-        """log w [G, n] from an information-set behaviour model (eqfast.stage2.behaviour):
+        """(log w [G, n], diagnostics) from an information-set behaviour model (eqfast.stage2.behaviour):
         its values at the last K plays of every world, read like an oracle's Q. Its legal
         moves at the scored steps of valid worlds must be the prefix positions' (the same
         rules on the same replayed hands; a difference is a reconstruction bug)."""
@@ -632,10 +640,10 @@ class Engine:
             raise RuntimeError("the behaviour model's legal moves at a window step differ from "
                                "the prefix position's (world replay bug)")
         with stage("posterior"):
-            logw, _ = self.backend.posterior_log_weights(
+            logw, diag = self.backend.posterior_log_weights(
                 q_past, legal_past, prefix.observed_slot, scored, self.cfg.posterior,
                 world_valid=valid)
-        return logw
+        return logw, diag
 
 
 def _scatter_rows(full: torch.Tensor, rows: torch.Tensor, new: torch.Tensor) -> torch.Tensor:

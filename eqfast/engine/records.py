@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..data.schema import SPLIT_TRAIN, DecisionRecords, split_of_seed
+from ..data.schema import SPLIT_TRAIN, DecisionRecords, policy_entropy, split_of_seed
 from .moments import Moments
 from .policy import Selection
 from .transcript import current_hand_order, transcript_tokens
@@ -44,7 +44,8 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
                       world_q: torch.Tensor | None = None, logw: torch.Tensor | None = None,
                       world_owner: torch.Tensor | None = None,
                       q_pdf: torch.Tensor | None = None,
-                      cv: "ControlVariate | None" = None) -> DecisionRecords:
+                      cv: "ControlVariate | None" = None,
+                      post: dict | None = None) -> DecisionRecords:
     """Records of one decision step of G games (returned on the CPU).
 
     games: `BatchedGames` at the decision (before the move is played). In initial-slot
@@ -53,7 +54,8 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
     record (e.g. the unfinished ones). world_q [G,N,7] and logw [G,N] (both or neither):
     store the per-world debug fields; world_owner [G,N,28] (`worlds.world_owners`) stores
     the worlds themselves; q_pdf [G,7,85] (`moments.q_histogram`) each move's distribution;
-    cv the control variate's fields (`Engine._control_variate`).
+    cv the control variate's fields (`Engine._control_variate`); post the posterior's
+    diagnostics {name: [G]} (`PosteriorDiagnostics` fields, see `posterior_fields`).
     """
     G = games.batch_size
     wanted = rows.bool() if rows is not None else torch.ones(G, dtype=torch.bool,
@@ -72,7 +74,7 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
                              enumerated=enumerated, game_idx=game_idx,
                              seeds=seeds.to(games.device), split=split,
                              world_q=world_q, logw=logw, world_owner=world_owner, q_pdf=q_pdf,
-                             slot_of_pos=slot_of_pos, cv=cv)
+                             slot_of_pos=slot_of_pos, cv=cv, post=post)
     tensors = {k: v.contiguous().cpu() for k, v in tensors.items()}
     records = DecisionRecords(tensors)
     return records.select(rows.cpu()) if rows is not None else records
@@ -81,7 +83,7 @@ def records_from_step(games, moments: Moments, legal: torch.Tensor, selection: S
 def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Selection, *,
                    n_worlds, enumerated, game_idx, seeds, split, world_q=None, logw=None,
                    world_owner=None, slot_of_pos=None, q_pdf=None,
-                   cv=None) -> dict[str, torch.Tensor]:
+                   cv=None, post=None) -> dict[str, torch.Tensor]:
     """The record fields of one decision step as tensors on the games' device.
 
     Pure device work (no checks, no host reads), so the graph path can keep a whole batch
@@ -125,7 +127,11 @@ def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Sele
         "enumerated": torch.as_tensor(enumerated, dtype=torch.bool, device=games.device).expand(G),
         "actor": games.current_player.to(torch.int8),
         "seed": as64(seeds),
+        # the exploration policy's spread (000 §4.7): over the same legal E[Q] either way
+        "policy_entropy": policy_entropy(moments.mean, legal),
     }
+    if post is not None:
+        tensors.update(posterior_fields(post, n_worlds))
     if world_q is not None:
         tensors["world_q"] = _to_current_order(world_q.float(), slot_of_pos, 0.0)
         tensors["world_weight"] = torch.softmax(logw.float(), dim=1)
@@ -139,6 +145,19 @@ def record_tensors(games, moments: Moments, legal: torch.Tensor, selection: Sele
         tensors["cv_se"] = _to_current_order(cv.se.float(), slot_of_pos, 0.0)
         tensors["cv_worlds"] = as64(cv.worlds)
     return tensors
+
+
+def posterior_fields(post: dict, n_worlds: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The posterior's record fields from its diagnostics {name: [G]} (the names of
+    `PosteriorDiagnostics`): ess_before_remix clamped to [1, n_worlds] like ess (1 / sum w^2
+    in float32 overshoots N slightly for equal weights)."""
+    before = torch.minimum(post["ess_before_remix"].float(), n_worlds.float()).clamp(min=1.0)
+    return {"ess_before_remix": before,
+            "window_nll": post["window_nll"].float() + 0.0,         # -0.0 -> 0.0
+            "n_invalid_worlds": post["n_invalid"].long(),
+            "n_illegal": post["n_illegal"].long(),
+            "remix_lambda": post["remix_lambda"].float(),
+            "fallback_uniform": post["fallback_uniform"].bool()}
 
 
 def outcome_tensors(points_before: torch.Tensor, actor: torch.Tensor,

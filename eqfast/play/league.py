@@ -89,19 +89,11 @@ from ..engine.games import parse_decl_mode
 from ..rules.tables import TOTAL_POINTS
 from ..utils.atomic import atomic_path, atomic_write_text
 from .arena import HALF, Clock, mean_interval, play_batch, t_quantile
+# the panel, first deal and stopping defaults (defined without torch, for --help)
+from .names import (DEFAULT_CHUNK_HANDS, DEFAULT_MAX_HANDS, DEFAULT_MIN_HANDS,  # noqa: F401
+                    DEFAULT_PANEL, DEFAULT_SEED_START, DEFAULT_TARGET_CI)
 from .policies import Policy
 
-#: the league's panel when none is named: floor, baselines, the E[Q] players, the shipped
-#: Stage 2 and the cheating ceiling
-DEFAULT_PANEL = ("random", "rules", "expert", "eq:exact:100", "eq:default:32",
-                 "eq:default:32:posterior", "stage2", "perfect")
-#: first deal of the league: far above every training, labelling and evaluation seed range
-#: (module doc)
-DEFAULT_SEED_START = 3_000_000_000
-DEFAULT_TARGET_CI = 0.3
-DEFAULT_MIN_HANDS = 1000
-DEFAULT_MAX_HANDS = 20000
-DEFAULT_CHUNK_HANDS = 200
 #: the rating anchor (rating 0) when it is in the panel
 ANCHOR = "rules"
 MADE = 30

@@ -66,6 +66,7 @@ from ..rules.deal import mix_seeds
 from ..rules.tables import (HAND_SIZE, IN_CALLED, LED_SUIT, N_SEATS, N_TILES, POINTS,
                             RANK)
 from ..utils.rng import uniform_float
+from .names import USAGE  # noqa: F401  (defined without torch, for --help)
 
 #: key stream of the random policy's draws (the engine's world and policy draws use 1 and 2)
 STREAM_RANDOM = 3
@@ -353,8 +354,6 @@ POLICIES: dict[str, Callable[[str | None, PolicyContext], Policy]] = {
     "perfect": _make_perfect,
     "stage2": _make_stage2,
 }
-#: how a policy that takes an argument is written, for messages and --help
-USAGE = {"eq": "eq:ORACLE[:N][:posterior[=BEHAVIOUR]]", "stage2": "stage2[:WEIGHTS]"}
 
 
 def policy_from_spec(spec: str, run_seed: int = 0, device="cpu", threads: int = 1) -> Policy:

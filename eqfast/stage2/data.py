@@ -17,6 +17,8 @@ Per record (docs/DATASET.md, schema 2.1):
                               forced decision (one legal move: nothing to choose, and its
                               value is learned from the other decisions of the position's
                               kind)
+    action   int64 [R]        action_taken: the slot played (the auxiliary policy head's
+                              target)
     target   float32 [R, 7]   only with mc_weight λ > 0: the training target, q except at
                               the slot of the move played (action_taken), where it is
                               (1 - λ) E[Q] + λ realized_to_go (the Monte Carlo return of that
@@ -36,9 +38,7 @@ import torch
 
 from ..data.schema import DecisionRecords, label_variance
 from ..data.shards import ShardError, load_records, split_shards
-
-#: default loss weight of a decision with one legal move (docs/STAGE2.md)
-FORCED_WEIGHT = 0.1
+from .defaults import FORCED_WEIGHT  # noqa: F401  (defined without torch, for --help)
 
 
 def mc_target(q: torch.Tensor, taken: torch.Tensor, realized: torch.Tensor,
@@ -64,7 +64,8 @@ def prepare_rows(records: DecisionRecords, forced_weight: float = FORCED_WEIGHT,
     rows = {"tokens": records["transcript_tokens"].contiguous(),
             "lengths": records["transcript_lengths"].clone(),
             "q": q.float().contiguous(), "s2": s2.float().contiguous(),
-            "legal": legal.contiguous(), "weight": weight.float()}
+            "legal": legal.contiguous(), "weight": weight.float(),
+            "action": records["action_taken"].clone()}
     if mc_weight > 0:
         if "realized_to_go" not in records:
             raise ShardError("mc_weight > 0 needs the records' realized_to_go (written by "

@@ -11,6 +11,11 @@ i (= hand token 1 + i, the order of the records' per-slot fields):
 Slots at and beyond the hand size hold numbers that mean nothing: callers mask them with
 the legal moves, as the records' `legal_mask` does.
 
+Optionally (`policy_head` 1) a linear head on the same hand-slot embeddings gives policy
+logits [B, 7] (`forward_policy`), trained by the auxiliary cross-entropy against the
+records' `action_taken` (docs/STAGE2.md, "Auxiliary policy head"); `forward` and play read
+μ only, and a model without the head has no parameter of it.
+
 Architecture: each token is the sum of one embedding per feature (high, low, double,
 count, relative player, in hand, declaration, token type), an embedding of (declaration,
 tile) (what the tile is under the contract: trump, suit, count, in one lookup) and a
@@ -34,6 +39,7 @@ from torch import nn
 from ..engine.transcript import MAX_TOKENS, N_FEATURES
 from ..oracle.network import EncoderLayer
 from ..rules.tables import FOLLOWS, HAND_SIZE, LED_SUIT, N_SEATS, N_SUITS, N_TILES
+from .defaults import DEFAULT_CONFIG  # noqa: F401  (defined without torch, for --help)
 
 #: Values in points are divided by this inside the network (|Q| <= 42).
 Q_SCALE = 42.0
@@ -42,13 +48,12 @@ N_DECLS = 10
 #: relative player, in hand, decl, type
 FEATURE_SIZES = (7, 7, 2, 3, 4, 2, N_DECLS, 3)
 
-DEFAULT_CONFIG = {"d_model": 64, "n_layers": 3, "n_heads": 4, "d_ff": 128, "var_head": 1,
-                  "seen_tiles": 0}
 #: config keys and the ranges a weights file may give them
 CONFIG_RANGES = {"d_model": (8, 1024), "n_layers": (1, 16), "n_heads": (1, 32),
-                 "d_ff": (8, 8192), "var_head": (0, 1), "seen_tiles": (0, 2)}
+                 "d_ff": (8, 8192), "var_head": (0, 1), "seen_tiles": (0, 2),
+                 "policy_head": (0, 1)}
 #: keys a config may leave out, and their value then (files written before they existed)
-CONFIG_OPTIONAL = {"seen_tiles": 0}
+CONFIG_OPTIONAL = {"seen_tiles": 0, "policy_head": 0}
 #: rows of the seen-tiles summary: the tiles each relative player has played, and the
 #: actor's hand
 SEEN_ROWS = N_SEATS + 1
@@ -117,7 +122,7 @@ class Stage2Model(nn.Module):
     """Transformer over the transcript tokens; `forward(tokens, lengths) -> (mu, log_var)`."""
 
     def __init__(self, d_model: int = 64, n_layers: int = 3, n_heads: int = 4, d_ff: int = 128,
-                 var_head: int = 1, seen_tiles: int = 0):
+                 var_head: int = 1, seen_tiles: int = 0, policy_head: int = 0):
         super().__init__()
         self.q_scale = Q_SCALE
         self.var_head = int(var_head)
@@ -155,6 +160,8 @@ class Stage2Model(nn.Module):
                                      for _ in range(n_layers)])
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, 2 if self.var_head else 1)
+        # the auxiliary policy head (a list of one layer or none, as seen_embed)
+        self.policy_head = nn.ModuleList([nn.Linear(d_model, 1)] if policy_head else [])
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor):
         """tokens [B, T, 8] int (int8 as stored, or int64), lengths [B] int64 ->
@@ -164,6 +171,10 @@ class Stage2Model(nn.Module):
         the batch's longest length (`trim_tokens`): positions past a row's length change
         no output, so cutting them off gives the same μ up to float rounding, at a cost
         that grows with T."""
+        return self._heads(self._encode(tokens, lengths))
+
+    def _encode(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The final normalized embeddings [B, 7, d_model] of the hand slots."""
         positions = self.positions[:tokens.shape[1]]
         live = positions[None, :] < lengths[:, None]                       # [B, T]
         # features clamped to their ranges and zeroed past the length, so whatever the
@@ -183,13 +194,27 @@ class Stage2Model(nn.Module):
         attend = live[:, None, None, :]
         for layer in self.layers:
             x = layer(x, attend)
-        out = self.head(self.norm(x[:, 1:1 + self.hand_size]))                  # [B, 7, 1 or 2]
+        return self.norm(x[:, 1:1 + self.hand_size])
+
+    def _heads(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mu [B, 7] points, log_var [B, 7]) of the hand-slot embeddings h."""
+        out = self.head(h)                                                      # [B, 7, 1 or 2]
         mu = out[..., 0] * self.q_scale
         if self.var_head:
             log_var = out[..., 1] + self.log_var_shift
         else:
             log_var = torch.zeros_like(mu)
         return mu, log_var
+
+    def forward_policy(self, tokens: torch.Tensor, lengths: torch.Tensor):
+        """(mu, log_var, policy logits [B, 7]) from one encoder pass; the logits are zeros
+        without a policy head. Mask them with the legal moves before a softmax."""
+        h = self._encode(tokens, lengths)
+        mu, log_var = self._heads(h)
+        logits = torch.zeros_like(mu)
+        for head in self.policy_head:
+            logits = head(h)[..., 0]
+        return mu, log_var, logits
 
 
 #: the shortest token length a forward takes: the declaration and a full hand, whose
@@ -217,16 +242,18 @@ def length_groups(lengths: torch.Tensor, groups: int) -> list[torch.Tensor]:
 
 
 def forward_by_length(model, tokens: torch.Tensor, lengths: torch.Tensor,
-                      groups: int) -> tuple[torch.Tensor, torch.Tensor]:
+                      groups: int, policy: bool = False) -> tuple[torch.Tensor, ...]:
     """`model(tokens, lengths)` computed as one forward per `length_groups` group on its
     trimmed tokens, the outputs put back in row order: the same (mu, log_var) up to float
-    rounding, and gradients flow through it as through one forward."""
+    rounding, and gradients flow through it as through one forward. policy: the model's
+    `forward_policy` instead, (mu, log_var, policy logits)."""
+    run = model.forward_policy if policy else model
     if groups <= 1:
-        return model(trim_tokens(tokens, lengths).long(), lengths)
+        return run(trim_tokens(tokens, lengths).long(), lengths)
     parts = length_groups(lengths, groups)
-    outs = [model(trim_tokens(tokens[g], lengths[g]).long(), lengths[g]) for g in parts]
+    outs = [run(trim_tokens(tokens[g], lengths[g]).long(), lengths[g]) for g in parts]
     inverse = torch.argsort(torch.cat(parts))
-    return (torch.cat([o[0] for o in outs])[inverse], torch.cat([o[1] for o in outs])[inverse])
+    return tuple(torch.cat([o[k] for o in outs])[inverse] for k in range(len(outs[0])))
 
 
 def build_model(config: dict) -> Stage2Model:

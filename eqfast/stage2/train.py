@@ -21,6 +21,10 @@ is always against E[Q].
 `centered_weight` c > 0 adds c times the same weighted mean of ((μ - E[Q]) - its mean over
 the decision's legal moves)²: the error in the differences between moves, which alone
 decide the argmax, against the error in the position's overall level.
+`policy_weight` ρ > 0 (a model with `policy_head` 1) adds ρ times the auxiliary policy
+cross-entropy sum_r w_r (-log softmax over the legal slots of the policy logits, at the
+slot of `action_taken`) / sum_r w_r: behaviour cloning of the moves the data's games
+played. ρ = 0 (the default) leaves the loss, and every step, exactly as without it.
 
 AdamW, linear warm-up then cosine decay to `min_lr_frac` * lr at `steps` (or over the spent
 fraction of `time_budget`). Each step draws `batch` records uniformly (with replacement)
@@ -50,6 +54,7 @@ import torch
 from ..oracle.train import StepClock, load_checkpoint, lr_at, save_checkpoint
 from ..rules.deal import mix_seed
 from ..utils.atomic import atomic_write_text
+from .defaults import LENGTH_GROUPS
 from .data import FORCED_WEIGHT, data_card, data_hash, load_split, prepare_rows
 from .evaluate import metrics as eval_metrics
 from .evaluate import predict
@@ -61,13 +66,9 @@ LOSSES = ("mse", "nll")
 #: arguments a resumed run must share with the checkpoint (the others may change)
 RESUME_KEYS = ("arch", "loss", "forced_weight", "centered_weight", "steps", "batch", "lr",
                "weight_decay", "warmup", "min_lr_frac", "seed", "time_budget", "init",
-               "mc_weight")
+               "mc_weight", "policy_weight")
 #: the value a checkpoint written before a RESUME_KEYS entry existed had
-RESUME_DEFAULTS = {"mc_weight": 0.0}
-#: default forwards per training step, each on the batch's rows of similar length trimmed
-#: to their longest (model.forward_by_length): 66 ms a step instead of 119 for the default
-#: model (256 records, one thread of the 2-core VM; 2 groups 74 ms, 6 and 8 groups 64-65)
-LENGTH_GROUPS = 4
+RESUME_DEFAULTS = {"mc_weight": 0.0, "policy_weight": 0.0}
 
 
 @dataclass
@@ -94,6 +95,7 @@ class TrainConfig:
     init: str | None = None      # start from these Stage 2 weights (same architecture)
     length_groups: int = LENGTH_GROUPS  # forwards per step by length; float rounding only
     mc_weight: float = 0.0       # λ: played move's target (1 - λ) E[Q] + λ realized_to_go
+    policy_weight: float = 0.0   # ρ: weight of the auxiliary policy head's cross-entropy
 
 
 def check_train_config(cfg: TrainConfig) -> None:
@@ -109,6 +111,10 @@ def check_train_config(cfg: TrainConfig) -> None:
         raise ValueError(f"centered_weight must be >= 0, got {cfg.centered_weight}")
     if not 0 <= cfg.mc_weight <= 1:
         raise ValueError(f"mc_weight must be in [0, 1], got {cfg.mc_weight}")
+    if not (cfg.policy_weight >= 0 and math.isfinite(cfg.policy_weight)):
+        raise ValueError(f"policy_weight must be >= 0, got {cfg.policy_weight}")
+    if cfg.policy_weight > 0 and not cfg.arch.get("policy_head"):
+        raise ValueError("policy_weight > 0 needs a model with a policy head (policy_head 1)")
     for name in ("steps", "batch", "eval_every", "ckpt_every", "val_rows"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
@@ -137,10 +143,22 @@ def init_weights(model: torch.nn.Module, cfg: TrainConfig) -> dict:
             "steps": meta["train"].get("step"), "records_seen": meta["train"].get("records_seen")}
 
 
+def policy_cross_entropy(logits: torch.Tensor, batch: dict) -> torch.Tensor:
+    """sum_r w_r (-log softmax over the legal slots of logits_r at batch["action"]_r)
+    / sum_r w_r: the auxiliary policy term of the module docstring."""
+    legal = batch["legal"].bool()
+    masked = torch.where(legal, logits.float(), torch.full_like(logits.float(), float("-inf")))
+    logp = torch.log_softmax(masked, dim=1).gather(1, batch["action"].long()[:, None])[:, 0]
+    w = batch["weight"]
+    return -(w * logp).sum() / w.sum().clamp(min=1e-12)
+
+
 def stage2_loss(mu: torch.Tensor, log_var: torch.Tensor, batch: dict, loss: str = "mse",
-                centered_weight: float = 0.0) -> torch.Tensor:
+                centered_weight: float = 0.0, policy_logits: torch.Tensor | None = None,
+                policy_weight: float = 0.0) -> torch.Tensor:
     """The loss of the module docstring; mu, log_var in points / log points² as the model
-    gives them, batch: `prepare_rows` tensors of the same rows."""
+    gives them, batch: `prepare_rows` tensors of the same rows; policy_logits [B, 7] the
+    policy head's (`Stage2Model.forward_policy`), used when policy_weight > 0."""
     legal = batch["legal"].to(mu.dtype)
     w = batch["weight"][:, None] * legal
     denom = w.sum().clamp(min=1e-12)
@@ -153,6 +171,8 @@ def stage2_loss(mu: torch.Tensor, log_var: torch.Tensor, batch: dict, loss: str 
         v = (log_var - 2.0 * math.log(Q_SCALE)).exp() + batch["s2"] / Q_SCALE ** 2
         nll = 0.5 * (v.log() + diff.detach() ** 2 / v)
         total = total + (w * nll).sum() / denom
+    if policy_weight > 0:
+        total = total + policy_weight * policy_cross_entropy(policy_logits, batch)
     return total
 
 
@@ -241,9 +261,15 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
         batch = _batch(train_rows, idx, device)
         for g in optimizer.param_groups:
             g["lr"] = lr_at(cfg, step, clock.wall())
-        mu, log_var = forward_by_length(model, batch["tokens"], batch["lengths"],
-                                        cfg.length_groups)
-        loss = stage2_loss(mu, log_var, batch, cfg.loss, cfg.centered_weight)
+        if cfg.policy_weight > 0:
+            mu, log_var, logits = forward_by_length(model, batch["tokens"], batch["lengths"],
+                                                    cfg.length_groups, policy=True)
+        else:
+            mu, log_var = forward_by_length(model, batch["tokens"], batch["lengths"],
+                                            cfg.length_groups)
+            logits = None
+        loss = stage2_loss(mu, log_var, batch, cfg.loss, cfg.centered_weight, logits,
+                           cfg.policy_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -269,6 +295,7 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
                           "batch": cfg.batch, "lr": cfg.lr, "loss": cfg.loss,
                           "forced_weight": cfg.forced_weight,
                           "centered_weight": cfg.centered_weight, "mc_weight": cfg.mc_weight,
+                          **({"policy_weight": cfg.policy_weight} if cfg.policy_weight else {}),
                           "device": device_name,
                           "time_budget_s": cfg.time_budget, "init": state.get("init"),
                           "data_card": card}

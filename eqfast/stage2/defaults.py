@@ -1,0 +1,13 @@
+"""The Stage 2 defaults a command's --help shows, in a module without torch (importing torch
+takes 1.5-12 s): the model's default architecture, the loss weight of a forced decision and
+the trainer's forwards per step. model.py, data.py and train.py use them from here."""
+
+#: the default architecture (model.check_config gives every key's range)
+DEFAULT_CONFIG = {"d_model": 64, "n_layers": 3, "n_heads": 4, "d_ff": 128, "var_head": 1,
+                  "seen_tiles": 0, "policy_head": 0}
+#: default loss weight of a decision with one legal move (docs/STAGE2.md)
+FORCED_WEIGHT = 0.1
+#: default forwards per training step, each on the batch's rows of similar length trimmed
+#: to their longest (model.forward_by_length): 66 ms a step instead of 119 for the default
+#: model (256 records, one thread of the 2-core VM; 2 groups 74 ms, 6 and 8 groups 64-65)
+LENGTH_GROUPS = 4
