@@ -113,6 +113,7 @@ class Knowledge:
     out: int
     poss: list        # [4] masks; the actor's own entry is its hand
     held: list        # [4] masks of tiles certainly held
+    holders: list     # [28] how many other seats may hold each tile (0 for tiles not out)
 
 
 def infer(d: int, me: int, hand: int, played: int, voids: list, n_left: list) -> Knowledge:
@@ -157,7 +158,8 @@ def infer(d: int, me: int, hand: int, played: int, voids: list, n_left: list) ->
             if held[s].bit_count() == n_left[s] and poss[s] != held[s]:
                 poss[s] = held[s]
                 changed = True
-    return Knowledge(out, poss, held)
+    holders = [sum(poss[s] >> u & 1 for s in others) for u in range(N_TILES)]
+    return Knowledge(out, poss, held, holders)
 
 
 def can_beat(d: int, led: int, r: int, seat: int, k: Knowledge) -> bool:
@@ -181,18 +183,7 @@ def _cost(d: int, t: int, hand: int, k: Knowledge) -> tuple:
     return (T.points[t], bool(T.trump[d] >> t & 1), boss, r, length, t)
 
 
-def _p_with_partner(u: int, me: int, k: Knowledge) -> float:
-    """Chance that tile u (out) is the partner's: 1 when it certainly is, 0 when the partner
-    cannot hold it, else 1 / (the seats that may hold it)."""
-    partner = (me + 2) % N_SEATS
-    if k.held[partner] >> u & 1:
-        return 1.0
-    if not k.poss[partner] >> u & 1:
-        return 0.0
-    return 1.0 / sum(1 for s in range(N_SEATS) if s != me and k.poss[s] >> u & 1)
-
-
-def _p_void(d: int, led: int, seat: int, me: int, k: Knowledge) -> float:
+def _p_void(d: int, led: int, seat: int, k: Knowledge) -> float:
     """Chance that `seat` holds no tile that follows `led`: each such tile out that it may
     hold is elsewhere with probability 1 - 1 / (seats that may hold it)."""
     if k.held[seat] & T.follow[d][led]:
@@ -201,34 +192,34 @@ def _p_void(d: int, led: int, seat: int, me: int, k: Knowledge) -> float:
     for u in tiles_in(k.poss[seat] & T.follow[d][led]):
         if k.held[seat] >> u & 1:
             return 0.0
-        p *= 1.0 - 1.0 / sum(1 for s in range(N_SEATS) if s != me and k.poss[s] >> u & 1)
+        p *= 1.0 - 1.0 / k.holders[u]
     return p
 
 
-def _p_holds(u: int, seat: int, me: int, k: Knowledge) -> float:
+def _p_holds(u: int, seat: int, k: Knowledge) -> float:
     """Chance that `seat` holds tile u (out): 1 when certain, else 1 / (the seats that may
     hold it), 0 when it cannot."""
     if k.held[seat] >> u & 1:
         return 1.0
     if not k.poss[seat] >> u & 1:
         return 0.0
-    return 1.0 / sum(1 for s in range(N_SEATS) if s != me and k.poss[s] >> u & 1)
+    return 1.0 / k.holders[u]
 
 
-def _p_beats(d: int, led: int, r: int, seat: int, me: int, k: Knowledge) -> float:
+def _p_beats(d: int, led: int, r: int, seat: int, k: Knowledge) -> float:
     """Chance that `seat` can beat rank r in led suit `led`: a following tile that
     outranks it, or, void in the led suit, a trump that does."""
     follow = k.poss[seat] & T.beat[d][led][r] & T.follow[d][led]
     p_none = 1.0
     for u in tiles_in(follow):
-        p_none *= 1.0 - _p_holds(u, seat, me, k)
+        p_none *= 1.0 - _p_holds(u, seat, k)
     ruff = k.poss[seat] & T.beat[d][led][r] & ~T.follow[d][led]
     if not ruff:
         return 1.0 - p_none
     p_no_ruff = 1.0
     for u in tiles_in(ruff):
-        p_no_ruff *= 1.0 - _p_holds(u, seat, me, k)
-    p_void = _p_void(d, led, seat, me, k)
+        p_no_ruff *= 1.0 - _p_holds(u, seat, k)
+    p_void = _p_void(d, led, seat, k)
     return p_void * (1.0 - p_no_ruff) + (1.0 - p_void) * (1.0 - p_none)
 
 
@@ -260,7 +251,7 @@ def _p_team_wins_lead(d: int, t: int, me: int, k: Knowledge) -> float:
     r = T.rank[d][led][t]
     p = 1.0
     for u in tiles_in(k.out & T.beat[d][led][r] & T.follow[d][led]):
-        p *= _p_with_partner(u, me, k)
+        p *= _p_holds(u, (me + 2) % N_SEATS, k)
         if p == 0.0:
             return 0.0
     ruffs = k.out & T.beat[d][led][r] & ~T.follow[d][led]
@@ -271,10 +262,8 @@ def _p_team_wins_lead(d: int, t: int, me: int, k: Knowledge) -> float:
                 continue
             p_none = 1.0
             for u in tiles_in(mine):
-                p_none *= 1.0 - (1.0 if k.held[o] >> u & 1 else
-                                 1.0 / sum(1 for s in range(N_SEATS)
-                                           if s != me and k.poss[s] >> u & 1))
-            p *= 1.0 - _p_void(d, led, o, me, k) * (1.0 - p_none)
+                p_none *= 1.0 - _p_holds(u, o, k)
+            p *= 1.0 - _p_void(d, led, o, k) * (1.0 - p_none)
     return p
 
 
@@ -342,12 +331,12 @@ def expert_follow(d: int, me: int, hand: int, legal: list, trick: list,
         if top_seat % 2 == me % 2:
             p = 1.0
             for o in later_opps:
-                p *= 1.0 - _p_beats(d, led, top, o, me, k)
+                p *= 1.0 - _p_beats(d, led, top, o, k)
             return p
         if partner not in p_partner_pos:
             return 0.0
         # the partner must beat the opponent's tile, then hold it against those after it
-        p = _p_beats(d, led, top, partner, me, k)
+        p = _p_beats(d, led, top, partner, k)
         for o in later[p_partner_pos[partner] + 1:]:
             p *= 0.5 if p else 1.0
         return p
