@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import signal
 import sys
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from ..engine.precisions import ORACLE_PRECISIONS
 from .common import HelpFormatter, device_problem, path_type
-from .scaleout import (add_rank_arguments, drive, interruptible,
+from .scaleout import (add_rank_arguments, drive, finish, interruptible,
                        launcher_rank,  # noqa: F401  (re-exported: tests and scripts use it)
                        rank_problem, resume_conflict, with_output_lock)
 
@@ -563,7 +562,6 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
                                incomplete_seed_ranges, move_aside, pt_ranges, range_of,
                                write_split_shards)
     from ..engine.factory import build_engine, resolve_pipeline
-    from ..utils.profiling import stage_table
     from ..utils.progress import Progress
 
     extra = extra or {}
@@ -653,23 +651,11 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
         status = drive("eqfast-generate", engine, batches, sink, interrupt, bar, out=args.out)
     if status is not None:
         return status
-    elapsed = time.perf_counter() - t0
-    summary = {"games": written_games, "seconds": round(elapsed, 2),
-               "games_per_s": round(written_games / elapsed, 3) if elapsed else None,
-               "oracle_rows": engine.oracle_rows, "world_rows": engine.world_rows,
-               "out": str(args.out)}
     # rows the other oracles evaluated (after de-duplication)
-    if cv_oracle is not None:
-        summary["cv_rows"] = engine.cv_rows
-    if behaviour_oracle is not None:
-        summary["behaviour_rows"] = engine.behaviour_rows
-    if args.world_size > 1:
-        summary["rank"] = [args.rank, args.world_size]
-    print(json.dumps(summary))
-    if args.profile:
-        print(stage_table(), file=sys.stderr)
-    return 130 if interrupt.requested else 0
-
+    extra = {**({"cv_rows": engine.cv_rows} if cv_oracle is not None else {}),
+             **({"behaviour_rows": engine.behaviour_rows} if behaviour_oracle is not None
+                else {})}
+    return finish(args, engine, written_games, time.perf_counter() - t0, interrupt, **extra)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -18,7 +18,6 @@ most the range in flight), Ctrl+C finishes the range in flight.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import fields, replace
@@ -35,11 +34,10 @@ from ..engine.pipeline import Engine, EngineConfig
 from ..engine.policy import ExplorationConfig
 from ..engine.posterior import PosteriorConfig
 from ..engine.relabel import RelabelError, StoredValues, relabel_games
-from ..utils.profiling import stage_table
 from ..utils.progress import Progress
 from .common import HelpFormatter, path_type
 from .generate import parse_n_by_trick, run_settings
-from .scaleout import (add_rank_arguments, drive, interruptible, rank_problem,
+from .scaleout import (add_rank_arguments, drive, finish, interruptible, rank_problem,
                        resume_conflict, with_output_lock)
 
 PROG = "eqfast-relabel"
@@ -260,24 +258,14 @@ def run(args, src: Source, owned: list[tuple[int, int]]) -> int:
     with interruptible(PROG) as interrupt:
         try:
             status = drive(PROG, Relabeller(engine, src, control), iter(todo), sink, interrupt,
-                           bar)
+                           bar, out=args.out)
         except (RelabelError, ShardError) as e:
             print(f"{PROG}: {e}; saved shards are intact", file=sys.stderr)
             return 1
     if status is not None:
         return status
-    elapsed = time.perf_counter() - t0
-    summary = {"games": written_games, "seconds": round(elapsed, 2),
-               "games_per_s": round(written_games / elapsed, 3) if elapsed else None,
-               "oracle_rows": engine.oracle_rows, "world_rows": engine.world_rows,
-               "skipped_ranges": len(owned) - len(todo), "out": str(args.out)}
-    if args.world_size > 1:
-        summary["rank"] = [args.rank, args.world_size]
-    print(json.dumps(summary))
-    if args.profile:
-        print(stage_table(), file=sys.stderr)
-    return 130 if interrupt.requested else 0
-
+    return finish(args, engine, written_games, time.perf_counter() - t0, interrupt,
+                  skipped_ranges=len(owned) - len(todo))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -197,3 +197,23 @@ def drive(prog: str, engine, batches, sink, interrupt: Interrupt, progress,
               "decision; saved shards are intact", file=sys.stderr)
         return 1
     return None
+
+
+def finish(args, engine, games: int, elapsed: float, interrupt: Interrupt, **extra) -> int:
+    """Print a finished run's one-line JSON summary (games, seconds, games/s, the engine's
+    oracle and world rows, `extra`, the output directory, the rank of a world size above 1)
+    and, with --profile, the per-stage table on stderr; the exit status: 130 when Ctrl+C
+    stopped it after a batch, else 0."""
+    import json
+
+    from ..utils.profiling import stage_table
+    summary = {"games": games, "seconds": round(elapsed, 2),
+               "games_per_s": round(games / elapsed, 3) if elapsed else None,
+               "oracle_rows": engine.oracle_rows, "world_rows": engine.world_rows,
+               **extra, "out": str(args.out)}
+    if args.world_size > 1:
+        summary["rank"] = [args.rank, args.world_size]
+    print(json.dumps(summary))
+    if args.profile:
+        print(stage_table(), file=sys.stderr)
+    return 130 if interrupt.requested else 0
