@@ -45,16 +45,23 @@ sys.path.insert(0, str(ROOT))
 
 from eqfast.utils.atomic import atomic_write_text  # noqa: E402
 
-#: arm -> eqfast-generate flags (on top of --threads 1 --quiet)
+#: arm -> eqfast-generate flags (on top of --threads 1 --quiet). The first two compare the
+#: labels; the posterior arms add inference to the CPU default; the others vary one thing
+#: of the network arm (N = 100 worlds of the shipped network), which makes 18x the games
+#: of the CPU default per CPU-second: worlds against games, exploration, and who plays the
+#: transcripts (the labels stay the network's E[Q] at N = 100).
+NET = ["--oracle", "default", "--n-samples", "100"]
 ARMS = {
-    "network": ["--oracle", "default", "--n-samples", "100"],
+    "network": NET,
     "cpu-default": [],
     "posterior": ["--posterior"],
     "posterior-stage2": ["--posterior", "--behaviour-oracle", "stage2", "--tau", "3",
                          "--window", "16", "--pipeline", "reference"],
-    "more-worlds": ["--n-by-trick", "50,100,200,200,200,200,200"],
-    "more-games": ["--n-by-trick", "12,25,50,50,50,50,50"],
-    "explore": ["--epsilon", "0.05", "--blunder-rate", "0.1"],
+    "network-n25": ["--oracle", "default", "--n-samples", "25"],
+    "network-n400": ["--oracle", "default", "--n-samples", "400"],
+    "network-explore": NET + ["--epsilon", "0.05", "--blunder-rate", "0.1"],
+    "network-expert-play": NET + ["--play-policy", "expert", "--pipeline", "reference"],
+    "network-stage2-play": NET + ["--play-policy", "stage2", "--pipeline", "reference"],
 }
 RECIPE = ["--seen-tiles", "2", "--loss", "nll", "--centered-weight", "1", "--lr", "2e-3",
           "--warmup", "300", "--eval-every", "500", "--val-rows", "10000", "--threads", "1",

@@ -97,6 +97,33 @@ def test_play_policy_exploration_keeps_labels(oracle, play):
             break
 
 
+def test_expert_play_policy_moves_equal_arena_expert(oracle):
+    """--play-policy expert: the labels are the plain engine's and every move is the arena's
+    expert player's at the same position."""
+    from eqfast.play.expert import ExpertPolicy
+
+    cfg = EngineConfig(n_samples=4)
+    records = Engine(oracle, cfg, play_policy=play_policy_from_spec("expert")[0]).play(SEEDS)
+    assert check_invariants(records) == []
+    assert bool((records["exploration_mode"] == MODE_POLICY).all())
+    expert, moved_off_labels = ExpertPolicy(), 0
+    for ref, at, games, slot in _replay_with_plain_engine(records, oracle, cfg):
+        for name in LABEL_FIELDS:
+            assert torch.equal(ref[name], at[name]), name
+        assert torch.equal(slot, expert.decide(games, SEEDS, 0))
+        moved_off_labels += int((at["q_gap"] > 1e-4).sum())
+    assert moved_off_labels > 0, "expert always played the label argmax: the test is weak"
+
+
+def test_play_policy_spec_errors():
+    with pytest.raises(ValueError, match="unknown play policy 'rules'"):
+        play_policy_from_spec("rules")
+    with pytest.raises(ValueError, match="no such Stage 2 weights file"):
+        play_policy_from_spec("stage2:/nonexistent/w.safetensors")
+    ident = play_policy_from_spec("expert")[1]
+    assert ident["name"] == "expert" and len(ident["sha256"]) == 64
+
+
 def test_generate_play_policy_cli(tmp_path, capsys):
     out = tmp_path / "d"
     base = ["--out", str(out), "--games", "2", "--games-per-batch", "2", "--n-samples", "4",

@@ -177,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     e = p.add_argument_group("play and exploration (eqfast/engine/policy.py)")
     e.add_argument("--play-policy", default=None, metavar="POLICY",
                    help="play the transcripts with this policy instead of the labels' argmax: "
-                        "'stage2' (the shipped Stage 2 model) or 'stage2:PATH'. The labels are "
+                        "'stage2' (the shipped Stage 2 model), 'stage2:PATH' or 'expert' (the "
+                        "hand-written player of eqfast-arena). The labels are "
                         "computed as without it; the exploration flags below act on the "
                         "policy's values, and its own choice is recorded as exploration_mode 4 "
                         "(policy), whose q_gap may be above 0 (docs/DATASET.md). When left "

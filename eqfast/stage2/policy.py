@@ -73,16 +73,44 @@ class Stage2Play:
         return values[:, :7], slot
 
 
+class ExpertPlay:
+    """The `expert` player (eqfast/play/expert.py) as the engine's play policy
+    (`eqfast-generate --play-policy expert`): the transcripts are its games while the engine
+    labels every decision as usual. It has no values of its own, so `choose` gives 1 at the
+    slot it plays and 0 at the others: epsilon and blunders then pick among the other legal
+    moves (a blunder's regret is 1 on that scale, so any `--blunder-max-regret` of 1 or
+    more lets every other legal move be one)."""
+
+    def __init__(self):
+        from ..play.expert import ExpertPolicy
+
+        self.expert = ExpertPolicy()
+
+    @torch.no_grad()
+    def choose(self, games) -> tuple[torch.Tensor, torch.Tensor]:
+        slot = self.expert.decide(games, None, None).to(games.device)
+        values = torch.zeros(games.batch_size, 7, dtype=torch.float32, device=games.device)
+        values.scatter_(1, slot[:, None], 1.0)
+        return values, slot
+
+
 def play_policy_from_spec(spec: str, device="cpu"):
     """(play policy, identity) of an `eqfast-generate --play-policy` spec: 'stage2' (the
-    shipped model) or 'stage2:PATH'. ValueError naming the problem."""
+    shipped model), 'stage2:PATH' or 'expert' (identified by the SHA-256 of its source, so
+    a changed player is a changed setting). ValueError naming the problem."""
     import hashlib
     from pathlib import Path
 
     from .weights import DEFAULT_STAGE2, load_stage2
 
+    if spec == "expert":
+        from ..play import expert
+
+        source = Path(expert.__file__)
+        sha = hashlib.sha256(source.read_bytes()).hexdigest()
+        return ExpertPlay(), {"name": spec, "path": str(source), "sha256": sha}
     if spec != "stage2" and not spec.startswith("stage2:"):
-        raise ValueError(f"unknown play policy {spec!r} (choose stage2 or stage2:PATH)")
+        raise ValueError(f"unknown play policy {spec!r} (choose stage2, stage2:PATH or expert)")
     path = Path(spec[len("stage2:"):]) if spec != "stage2" else DEFAULT_STAGE2
     if not path.is_file():
         raise ValueError(f"{spec}: no such Stage 2 weights file {path}")
