@@ -131,10 +131,19 @@ def count_games(data: Path) -> tuple[int, int]:
     return sum(hi - lo + 1 for lo, hi in ranges), records
 
 
-def step_train(arm: str, arm_dir: Path, steps: int, init: str | None) -> Path:
-    best = arm_dir / "model" / "best.safetensors"
+def model_dir(arm_dir: Path, train_seed: int) -> Path:
+    return arm_dir / ("model" if train_seed == 0 else f"model-s{train_seed}")
+
+
+def play_path(arm_dir: Path, train_seed: int) -> Path:
+    return arm_dir / ("play.json" if train_seed == 0 else f"play-s{train_seed}.json")
+
+
+def step_train(arm: str, arm_dir: Path, steps: int, init: str | None, train_seed: int) -> Path:
+    run = model_dir(arm_dir, train_seed)
+    best = run / "best.safetensors"
     cmd = [sys.executable, "-m", "eqfast.cli.train_stage2", "--data", str(arm_dir / "data"),
-           "--run", str(arm_dir / "model"), "--steps", str(steps), *RECIPE]
+           "--run", str(run), "--steps", str(steps), "--seed", str(train_seed), *RECIPE]
     if init:
         cmd += ["--init", init]
     print(f"[{arm}] train: {' '.join(cmd[2:])}", flush=True)
@@ -142,11 +151,11 @@ def step_train(arm: str, arm_dir: Path, steps: int, init: str | None) -> Path:
     return best
 
 
-def step_play(arm: str, arm_dir: Path, weights: Path, hands: int) -> dict:
+def step_play(arm: str, arm_dir: Path, weights: Path, hands: int, train_seed: int) -> dict:
     from eqfast.play.arena import play_match
     from eqfast.play.policies import policy_from_spec
 
-    out_path = arm_dir / "play.json"
+    out_path = play_path(arm_dir, train_seed)
     done = json.loads(out_path.read_text()) if out_path.exists() else {}
     me = policy_from_spec(f"stage2:{weights}")
     for opp in OPPONENTS:
@@ -162,9 +171,11 @@ def step_play(arm: str, arm_dir: Path, weights: Path, hands: int) -> dict:
 
 def table(out: Path) -> str:
     rows = []
-    for arm_dir in sorted(p for p in out.iterdir() if (p / "play.json").exists()):
+    for path in sorted(out.glob("*/play*.json")):
+        arm_dir = path.parent
         state = load_state(arm_dir)
-        play = json.loads((arm_dir / "play.json").read_text())
+        play = json.loads(path.read_text())
+        seed = path.stem.partition("-s")[2] or "0"
         cells = []
         for opp in OPPONENTS:
             s = play.get(opp)
@@ -172,10 +183,11 @@ def table(out: Path) -> str:
                          f"{s['mean_diff']:+.2f} [{s['diff_ci95'][0]:+.2f}, "
                          f"{s['diff_ci95'][1]:+.2f}] ({s['hands']})")
         key = play.get("expert", {}).get("mean_diff", float("-inf"))
-        rows.append((key, arm_dir.name, f"{state['cpu_s'] / 60:.0f}", str(state.get("games", "")),
-                     *cells))
+        rows.append((key, arm_dir.name, seed, f"{state['cpu_s'] / 60:.0f}",
+                     str(state.get("games", "")), *cells))
     rows.sort(key=lambda r: -r[0])
-    head = ("arm", "CPU min", "games", "vs expert (hands)", "vs shipped stage2 (hands)")
+    head = ("arm", "training seed", "CPU min", "games", "vs expert (hands)",
+            "vs shipped stage2 (hands)")
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     lines += ["| " + " | ".join(r[1:]) + " |" for r in rows]
     return "\n".join(lines)
@@ -194,6 +206,10 @@ def main(argv=None) -> int:
     p.add_argument("--hands", type=int, default=10000, help="hands per evaluation match")
     p.add_argument("--seed-start", type=int, default=0,
                    help="first game seed of every arm's data (the same deals for all arms)")
+    p.add_argument("--train-seed", type=int, default=0,
+                   help="training seed (order of the records); seeds other than 0 train "
+                        "into ARM/model-sSEED and play into ARM/play-sSEED.json, so one "
+                        "arm's data gives several models and their spread")
     p.add_argument("--only", choices=("data", "train", "play"), default=None,
                    help="run one step only")
     p.add_argument("--table", action="store_true", help="print the table of finished arms")
@@ -211,13 +227,13 @@ def main(argv=None) -> int:
         state = step_data(args.arm, arm_dir, args.cpu_minutes * 60, args.seed_start)
         print(f"[{args.arm}] data: {state.get('games')} games in "
               f"{state['cpu_s'] / 60:.1f} CPU-minutes", flush=True)
-    weights = arm_dir / "model" / "best.safetensors"
+    weights = model_dir(arm_dir, args.train_seed) / "best.safetensors"
     if args.only in (None, "train"):
-        weights = step_train(args.arm, arm_dir, args.steps, args.init)
+        weights = step_train(args.arm, arm_dir, args.steps, args.init, args.train_seed)
     if args.only in (None, "play"):
         if not weights.exists():
             raise SystemExit(f"[{args.arm}] no trained weights at {weights}: run the train step")
-        step_play(args.arm, arm_dir, weights, args.hands)
+        step_play(args.arm, arm_dir, weights, args.hands, args.train_seed)
         print(table(args.out))
     return 0
 

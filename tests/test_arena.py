@@ -37,7 +37,8 @@ def policies(tmp_path_factory):
     torch.manual_seed(0)
     weights = tmp_path_factory.mktemp("stage2") / "random.safetensors"
     save_stage2(weights, build_model(DEFAULT_CONFIG), DEFAULT_CONFIG)
-    specs = FAIR + (f"stage2:{weights}", f"eq:default:4:posterior=stage2:{weights}", "perfect")
+    specs = FAIR + (f"stage2:{weights}", f"eq:default:4:posterior=stage2:{weights}",
+                    f"search:3:2:{weights}", "perfect")
     return {s: policy_from_spec(s, run_seed=3) for s in specs}
 
 

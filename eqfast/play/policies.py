@@ -23,6 +23,10 @@ Policies (the spec string of `policy_from_spec`, registry `POLICIES`):
                     one forward pass over the public transcript, no search, the legal move
                     of highest predicted E[Q] (`eqfast.stage2.policy.stage2_slots`; ties to
                     the lowest current-hand slot)
+    search[:N[:T[:W]]]  Stage 2 with a look-ahead: N sampled worlds (default 16), every
+                    legal move played on by Stage 2 at every seat to the actor's T-th
+                    next turn (default 7: the end of the hand), valued by the points
+                    taken and the actor's μ at the horizon (eqfast/play/search.py)
 
 The rules player
 ----------------
@@ -345,6 +349,21 @@ def _make_stage2(arg, ctx):
     return Stage2Policy(arg, device=ctx.device)
 
 
+def _make_search(arg, ctx):
+    from .search import DEFAULT_SEARCH_TURNS, DEFAULT_SEARCH_WORLDS, SearchPolicy
+
+    parts = [] if arg is None else arg.split(":", 2)
+    nums = []
+    for text, what in zip(parts[:2], ("worlds", "turns")):
+        if not text.isdigit():
+            raise ValueError(f"the number of {what} must be a whole number, got {text!r}")
+        nums.append(int(text))
+    n = nums[0] if nums else DEFAULT_SEARCH_WORLDS
+    t = nums[1] if len(nums) > 1 else DEFAULT_SEARCH_TURNS
+    return SearchPolicy(n, t, path=parts[2] if len(parts) > 2 else None,
+                        run_seed=ctx.run_seed, device=ctx.device)
+
+
 #: policy name -> constructor(arg, ctx); see "Adding a policy" in the module doc
 POLICIES: dict[str, Callable[[str | None, PolicyContext], Policy]] = {
     "random": _make_random,
@@ -353,6 +372,7 @@ POLICIES: dict[str, Callable[[str | None, PolicyContext], Policy]] = {
     "eq": _make_eq,
     "perfect": _make_perfect,
     "stage2": _make_stage2,
+    "search": _make_search,
 }
 
 
