@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eqfast.engine.public import hidden_info
 from eqfast.engine.worlds import true_world
 from eqfast.play import search as search_mod
 from eqfast.play.arena import play_match, setup_games
@@ -71,6 +70,16 @@ def test_values_in_the_true_world_are_the_game_played_on(stage2, monkeypatch, d,
             assert float(values[g, slot]) == pytest.approx(want, abs=1e-4), (g, slot)
             checked += 1
     assert checked >= len(SEEDS)
+
+
+def test_chunked_forwards_give_the_same_values(stage2, monkeypatch):
+    games = games_at(6, stage2)
+    player = search_mod.SearchPolicy(n_worlds=3, turns=2)
+    want = player.values(games, SEEDS, 6)
+    monkeypatch.setattr(search_mod, "CHUNK_ROWS", 7)
+    got = player.values(games, SEEDS, 6)
+    assert torch.allclose(got, want, atol=1e-4)
+    assert bool(torch.isfinite(want).sum() * 3 > 7)     # more rows than one chunk
 
 
 def test_a_forced_move_is_played_without_search(stage2):
