@@ -246,3 +246,22 @@ def test_iterate_two_generations_resume_after_kill(tmp_path, capsys):
     before = _hashes(run)
     assert iterate.main(["--run", str(run), "--generations", "2", *TINY]) == 0
     assert _hashes(run) == before
+
+
+def test_iterate_rollout_labels_use_the_parent(tmp_path):
+    """--oracle rollout labels each generation with its parent's Stage 2 rollouts."""
+    run = tmp_path / "run"
+    tiny = list(TINY)
+    i = tiny.index("--oracle")
+    tiny[i + 1] = "rollout:1"
+    assert iterate.main(["--run", str(run), "--generations", "1", *tiny, "--no-posterior"]) == 0
+    card = json.loads((run / "gen-1" / "card.json").read_text())
+    parent = run / "gen-0" / "weights.safetensors"
+    argv = card["generate_argv"]
+    assert argv[argv.index("--oracle") + 1] == f"rollout:1:{parent}"
+    _, metas = load_records(run / "gen-1" / "data")
+    assert metas[0]["oracle"]["sha256"].startswith(
+        hashlib.sha256(parent.read_bytes()).hexdigest())
+    assert iterate.parent_rollout("rollout:3:/x.safetensors", parent) == "rollout:3:/x.safetensors"
+    assert iterate.parent_rollout("default", parent) == "default"
+    assert iterate.parent_rollout("rollout", parent) == f"rollout:7:{parent}"

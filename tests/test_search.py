@@ -10,6 +10,7 @@ import torch
 
 from eqfast.engine.worlds import true_world
 from eqfast.play import search as search_mod
+from eqfast.stage2 import rollout as rollout_mod
 from eqfast.play.arena import play_match, setup_games
 from eqfast.play.policies import Stage2Policy, policy_from_spec
 from eqfast.rules.batched import BatchedGames
@@ -76,7 +77,7 @@ def test_chunked_forwards_give_the_same_values(stage2, monkeypatch):
     games = games_at(6, stage2)
     player = search_mod.SearchPolicy(n_worlds=3, turns=2)
     want = player.values(games, SEEDS, 6)
-    monkeypatch.setattr(search_mod, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(rollout_mod, "CHUNK_ROWS", 7)
     got = player.values(games, SEEDS, 6)
     assert torch.allclose(got, want, atol=1e-4)
     assert bool(torch.isfinite(want).sum() * 3 > 7)     # more rows than one chunk

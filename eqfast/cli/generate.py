@@ -83,8 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--oracle", default=None,
                    help="'default' (the small network shipped in eqfast/models, fast on a CPU), "
                         "'accurate' (the larger shipped network, closer to the solver, ~7x the "
-                        "cost per row), 'exact' (the solver), or a path to oracle weights "
-                        "(.safetensors). When left out: on CUDA 'accurate'; on the CPU (reference "
+                        "cost per row), 'exact' (the solver), a path to oracle weights "
+                        "(.safetensors), or 'rollout[:T[:WEIGHTS]]' (the Stage 2 model, "
+                        "default the shipped one, plays each world on at every seat from "
+                        "each seat's own information to the actor's T-th next turn, default "
+                        "7: the end of the hand; reference pipeline; docs/STAGE2.md, "
+                        "'Rollout labels'). When left out: on CUDA 'accurate'; on the CPU (reference "
                         "pipeline) 'exact', with world budgets by trick 25,50,100,100,100,100,100 "
                         "(where --sem starts doubling) unless --n-samples, --n-by-trick or "
                         "--store-worlds says otherwise, "
@@ -412,6 +416,9 @@ def check_args(args) -> str | None:
         return problem
     if not 0 <= args.exact_tricks <= 7:
         return "--exact-tricks must be 0..7"
+    problem = rollout_problem(args)
+    if problem is not None:
+        return problem
     problem = rank_problem(args)
     if problem is not None:
         return problem
@@ -449,6 +456,33 @@ def check_args(args) -> str | None:
                             solver_in_step=args.oracle == "exact" or args.exact_tricks > 0,
                             own_behaviour=args.behaviour_oracle is not None,
                             play_policy=args.play_policy is not None)
+
+
+def rollout_problem(args) -> str | None:
+    """What --oracle rollout cannot be combined with (None when it is not asked for or
+    can run): its Q needs whole games, which only the reference pipeline keeps per world,
+    and it is no network (no --exact-tricks, no reduced precision) and no behaviour model."""
+    from ..engine.factory import resolve_pipeline
+    from ..stage2.rollout import is_rollout_spec
+
+    if not is_rollout_spec(args.oracle):
+        for flag in ("control_variate", "behaviour_oracle"):
+            if is_rollout_spec(getattr(args, flag)):
+                return (f"--{flag.replace('_', '-')} {getattr(args, flag)}: Stage 2 rollouts "
+                        "can only be the main --oracle")
+        return None
+    if resolve_pipeline(args.pipeline, args.device) != "reference":
+        return "--oracle rollout runs on the reference pipeline only; use --pipeline reference"
+    if args.exact_tricks > 0 or args.oracle_precision != "fp32":
+        return ("--oracle rollout takes no --exact-tricks or --oracle-precision (settings "
+                "of a network oracle)")
+    if args.control_variate not in (None, "none"):
+        return ("--oracle rollout takes no --control-variate (not measured with rollouts; "
+                "the CPU default's control variate corrects the exact solver)")
+    if args.posterior and args.behaviour_oracle in (None, args.oracle):
+        return ("--oracle rollout with --posterior needs a --behaviour-oracle (e.g. default, "
+                "or stage2): the rollouts are not a behaviour model")
+    return None
 
 
 def engine_config(args) -> EngineConfig:
@@ -522,10 +556,14 @@ def _main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     from ..oracle.factory import oracle_from_spec
     from ..stage2.behaviour import behaviour_from_spec
+    from ..stage2.rollout import is_rollout_spec, rollout_from_spec
     try:
-        oracle, identity = oracle_from_spec(args.oracle, args.device, eager=args.eager,
-                                            exact_tricks=args.exact_tricks,
-                                            quantize=args.oracle_precision == "int8")
+        if is_rollout_spec(args.oracle):
+            oracle, identity = rollout_from_spec(args.oracle, args.device)
+        else:
+            oracle, identity = oracle_from_spec(args.oracle, args.device, eager=args.eager,
+                                                exact_tricks=args.exact_tricks,
+                                                quantize=args.oracle_precision == "int8")
     except ValueError as e:                 # OracleWeightsError names the file
         print(f"eqfast-generate: --oracle: {e}", file=sys.stderr)
         return 2

@@ -104,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--oracle", default=None,
                    help="label oracle (eqfast-generate --oracle); when left out, "
                         "eqfast-generate's CPU default (exact labels, world budgets by trick, "
-                        "the shipped network as control variate)")
+                        "the shipped network as control variate); 'rollout' or 'rollout:T': "
+                        "the parent generation's Stage 2 rollouts (policy improvement: each "
+                        "generation learns the values of the last one's play)")
     d.add_argument("--n-samples", type=int, default=None,
                    help="worlds per decision (eqfast-generate --n-samples); when left out, "
                         "eqfast-generate's default")
@@ -189,13 +191,23 @@ def generate_argv(s: dict, gen: int, data: Path, parent: Path, threads: int) -> 
             "--blunder-rate", str(s["blunder_rate"]),
             "--blunder-max-regret", str(s["blunder_max_regret"])]
     if s["oracle"] is not None:
-        argv += ["--oracle", s["oracle"]]
+        argv += ["--oracle", parent_rollout(s["oracle"], parent)]
     if s["n_samples"] is not None:
         argv += ["--n-samples", str(s["n_samples"])]
     if s["posterior"]:
         argv += ["--posterior", "--behaviour-oracle", f"stage2:{parent}", "--tau",
                  str(s["tau"]), "--window", str(s["window"])]
     return argv + shlex.split(s["label_args"])
+
+
+def parent_rollout(oracle: str, parent: Path) -> str:
+    """'rollout' or 'rollout:T' labels with the parent generation's rollouts
+    ('rollout:T:PARENT'); any other oracle spec as given."""
+    parts = oracle.split(":", 2)
+    if parts[0] != "rollout" or len(parts) > 2:
+        return oracle
+    turns = parts[1] if len(parts) > 1 and parts[1] else "7"
+    return f"rollout:{turns}:{parent}"
 
 
 class Timer:

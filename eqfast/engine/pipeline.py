@@ -61,8 +61,8 @@ from .policy import ExplorationConfig, policy_selection, select_actions
 from .posterior import PosteriorConfig
 from .records import ControlVariate, outcome_tensors, records_from_step
 from .sampling import world_ranks
-from .worlds import (build_oracle_batch, prefix_oracle_batch, scored_steps, world_owners,
-                     world_tile_masks)
+from .worlds import (build_oracle_batch, prefix_oracle_batch, scored_steps, world_games,
+                     world_owners, world_tile_masks)
 from ..data.schema import DecisionRecords, require_invariants
 # int8: the oracle's Linear layers quantized at load (CPU; see oracle.weights.load_oracle):
 # the forward then needs no context here
@@ -512,6 +512,14 @@ class Engine:
             def fetch(rows):
                 g = torch.div(rows, n, rounding_mode="floor")
                 return oracle.query_codes(codes[rows], slot_tiles[rows]), legal[g]
+        elif hasattr(oracle, "query_worlds"):
+            # an oracle that plays each world on from the real history (Stage 2 rollouts,
+            # eqfast/stage2/rollout.py): whole games, not OracleBatch positions
+            with stage("worlds"):
+                wgames = world_games(games, info, sample.owner.long())
+
+            def fetch(rows):
+                return oracle.query_worlds(wgames.select(rows))
         elif getattr(oracle, "stored", False):
             # a Script's stored values: the caches hold every row, no position is built
             def fetch(rows):

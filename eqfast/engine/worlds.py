@@ -26,6 +26,9 @@ trick [.,3], actor).
         each tile id at the deal in every world (the stored form of a world: with the
         transcript it fixes every position of the hand, see docs/DATASET.md).
     true_world(games, info) -> WorldSample with N = 1 holding the real deal (for tests).
+    world_games(games, info, owner) -> BatchedGames of G*N rows, row = g*N + i: game g
+        with world i's hidden hands and the whole public history (for players that
+        continue the game in each world: eqfast.stage2.rollout).
 
 Rows of the same game share decl, leader, trick and actor; only hands/remaining vary.
 """
@@ -153,6 +156,21 @@ def build_oracle_batch(games: BatchedGames, info: HiddenInfo, sample: WorldSampl
         trick=_repeat(games.trick[:, :TRICK_SLOTS], N),
         actor=_repeat(info.actor, N),
     )
+
+
+def world_games(games: BatchedGames, info: HiddenInfo, owner: torch.Tensor) -> BatchedGames:
+    """The G*N games (row g*N + i) of game g's position in its world i (the hidden hands
+    `owner` [G, N, 21]); everything public (plays, trick, points, voids) as in `games`."""
+    G, N = owner.shape[:2]
+    hands = world_hands(games, info, owner)                              # [G,N,4,7]
+    rem = remaining_slots(hands, _all_played(games)[:, None, None])      # [G,N,4]
+    rep = lambda x: _repeat(x, N)
+    return BatchedGames(hands=hands.reshape(G * N, N_SEATS, HAND_SIZE),
+                        remaining=rem.reshape(G * N, N_SEATS), decl=rep(games.decl),
+                        leader=rep(games.leader), trick=rep(games.trick),
+                        n_plays=rep(games.n_plays), seats=rep(games.seats),
+                        tiles=rep(games.tiles), points=rep(games.points),
+                        voids=rep(games.voids))
 
 
 def own_play_steps(games: BatchedGames, window: int) -> torch.Tensor:
