@@ -20,13 +20,17 @@ An arm runs three steps, each resumable (re-run the same command after a kill):
   play   duplicate matches of the arm's best weights against `expert` and against the
          shipped Stage 2, --hands hands each, deals from 4,000,000,000 (above the
          league's 3,000,000,000 range and every training seed; eqfast/play/league.py).
-`--table` prints one row per finished arm: games made, records, the matches' points per
-hand with 95% intervals, ranked by the margin against `expert`.
+`--table` prints one row per trained model (arm and training seed): CPU minutes, games
+made, the matches' points per hand with 95% intervals, ranked by the margin against
+`expert`. `--train-seed S` trains and plays another model on an arm's data (the spread
+between seeds is the yardstick for the differences between arms).
 
 The arms (ARMS below) follow the list of what to compare: network labels against the CPU
-default (exact solver with the network as control variate), the posterior with the spec's
-behaviour model and with the Stage 2 model, more worlds per decision against more games,
-and exploration on against off.
+default (exact solver with the network as control variate), the posterior on the CPU
+default with the spec's behaviour model and with the Stage 2 model, and, on the network
+arm, fewer against more worlds per decision (more games against better labels),
+exploration on, and transcripts played by `expert` or the shipped Stage 2 instead of the
+labels' argmax.
 """
 from __future__ import annotations
 
