@@ -122,8 +122,15 @@ POSTERIOR_FIELDS: dict[str, Field] = {
 OPTIONAL_FIELDS: dict[str, Field] = {**DEBUG_FIELDS, **OUTCOME_FIELDS, **PDF_FIELDS,
                                      **CV_FIELDS, **POLICY_FIELDS, **POSTERIOR_FIELDS}
 #: fields a shard written before they existed lacks: `DecisionRecords.cat` keeps them only
-#: when every part has them (a resumed directory may mix older and newer shards)
+#: when every part has them (a resumed directory may mix older and newer shards) and warns
+#: (DroppedFieldsWarning) naming those it drops
 LATER_FIELDS = (*POLICY_FIELDS, *POSTERIOR_FIELDS)
+
+
+class DroppedFieldsWarning(UserWarning):
+    """Records concatenated from parts of which only some hold a field of LATER_FIELDS:
+    the field is left out of the result (a reader would otherwise see it for some rows
+    and not others)."""
 
 
 def policy_entropy(e_q_mean: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
@@ -238,6 +245,12 @@ class DecisionRecords:
         common = {k for k in later if all(k in p.tensors for p in parts)}
         drop = later - common
         if drop:
+            import warnings
+
+            have = sum(1 for p in parts if drop & set(p.tensors))
+            warnings.warn(f"{', '.join(sorted(drop))}: held by {have} of {len(parts)} parts "
+                          "(shards written by an older eqfast lack them); left out of the "
+                          "concatenated records", DroppedFieldsWarning, stacklevel=2)
             parts = [DecisionRecords({k: v for k, v in p.tensors.items() if k not in drop})
                      for p in parts]
             names = set(parts[0].tensors)
