@@ -124,10 +124,19 @@ def test_invariants_catch_untruthful_diagnostics(posterior):
 
 
 def test_records_without_the_later_fields_concatenate_without_them(uniform):
-    """A resumed directory may hold shards written before these fields existed."""
+    """A resumed directory may hold shards written before these fields existed: they go,
+    with a warning naming them; parts that all hold them concatenate without one."""
+    import warnings
+
+    from eqfast.data.schema import DroppedFieldsWarning
+
     old = DecisionRecords({k: v for k, v in uniform.tensors.items() if k != "policy_entropy"})
-    both = DecisionRecords.cat([old, uniform])
+    with pytest.warns(DroppedFieldsWarning, match="policy_entropy: held by 1 of 2 parts"):
+        both = DecisionRecords.cat([old, uniform])
     assert "policy_entropy" not in both and len(both) == 2 * len(uniform)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "policy_entropy" in DecisionRecords.cat([uniform, uniform])
     with pytest.raises(ValueError, match="different fields"):
         DecisionRecords.cat([DecisionRecords({k: v for k, v in uniform.tensors.items()
                                               if k != "final_points"}), uniform])

@@ -213,20 +213,3 @@ def test_split_is_stable_and_near_the_stated_fractions():
     # pinned values: changing the hash would silently move games between splits
     assert split_of_seed(torch.arange(12)).tolist() == [1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
 
-
-def test_cat_of_older_and_newer_parts_warns_and_drops_the_later_fields(full_games):
-    """A resumed directory can mix shards written before a field existed with newer ones:
-    the field goes from the concatenation, and the warning names it."""
-    from eqfast.data.schema import LATER_FIELDS, DroppedFieldsWarning
-
-    rec = full_games
-    later = [k for k in rec.tensors if k in LATER_FIELDS]
-    assert later, "the fixture's records hold no later field: the test is weak"
-    older = DecisionRecords({k: v for k, v in rec.tensors.items() if k not in LATER_FIELDS})
-    with pytest.warns(DroppedFieldsWarning, match=later[0]):
-        both = DecisionRecords.cat([older, rec])
-    assert not set(later) & set(both.tensors) and len(both) == 2 * len(rec)
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert set(DecisionRecords.cat([rec, rec]).tensors) == set(rec.tensors)
