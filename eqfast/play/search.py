@@ -32,7 +32,7 @@ from ..engine.sampling import completion_counts, sample_worlds
 from ..engine.worlds import world_games
 from ..rules.batched import BatchedGames
 from ..rules.deal import mix_seeds
-from ..stage2.rollout import DEFAULT_ROLLOUT_TURNS, rollout_values
+from ..stage2.rollout import DEFAULT_ROLLOUT_TURNS, check_turns, rollout_values
 
 #: key stream of the search's world draws (the engine uses 1 and 2, `random` 3)
 STREAM_SEARCH = 4
@@ -52,8 +52,7 @@ class SearchPolicy:
 
         if n_worlds < 1:
             raise ValueError(f"the number of worlds must be >= 1, got {n_worlds}")
-        if not 1 <= turns <= 7:
-            raise ValueError(f"the look-ahead must be 1..7 of the actor's turns, got {turns}")
+        check_turns(turns)
         self.model = load_stage2(DEFAULT_STAGE2 if path is None else path).to(device).eval()
         self.n_worlds, self.turns, self.run_seed = n_worlds, turns, run_seed
         self.name = f"search:{n_worlds}:{turns}" + ("" if path is None else f":{path}")

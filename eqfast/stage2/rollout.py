@@ -28,7 +28,6 @@ perfect-information oracles (docs/STAGE2.md, "Rollout labels").
 from __future__ import annotations
 
 import hashlib
-from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -55,14 +54,10 @@ def chunked(fn, games: BatchedGames):
     return torch.cat(outs)
 
 
-def _assign(games: BatchedGames, idx: torch.Tensor, sub: BatchedGames) -> BatchedGames:
-    """`games` with rows `idx` replaced by the rows of `sub`."""
-    out = {}
-    for f in fields(games):
-        x = getattr(games, f.name).clone()
-        x[idx] = getattr(sub, f.name)
-        out[f.name] = x
-    return BatchedGames(**out)
+def check_turns(turns: int) -> None:
+    """ValueError unless the look-ahead `turns` is 1..7 (the actor has at most 7 turns)."""
+    if not 1 <= turns <= 7:
+        raise ValueError(f"the look-ahead must be 1..7 of the actor's turns, got {turns}")
 
 
 @torch.no_grad()
@@ -71,40 +66,38 @@ def rollout_values(model, worlds: BatchedGames, turns: int = DEFAULT_ROLLOUT_TUR
     """Value [R, 7] float32 (points, the actor's team frame) of every legal initial-hand
     slot of each row's actor (module doc); -inf at the other slots. Rows finished already
     have no legal slot."""
-    if not 1 <= turns <= 7:
-        raise ValueError(f"the look-ahead must be 1..7 of the actor's turns, got {turns}")
-    dev = worlds.device
+    check_turns(turns)
     legal = worlds.legal_mask()
     r_of, slot_of = torch.nonzero(legal, as_tuple=True)
     sim = worlds.select(r_of)
+    value = torch.zeros(sim.batch_size, device=worlds.device)
+    # the rows still playing: their index into value, and their actor, sign, score at the
+    # start and turns seen so far; rows that end or reach the horizon leave these
+    live = torch.arange(sim.batch_size, device=worlds.device)
     actor = worlds.current_player[r_of]
     sign = torch.where(actor % 2 == 0, 1, -1)
     start = sim.score()
+    seen = torch.zeros_like(actor)
     sim = sim.play(slot_of)
-    R = sim.batch_size
-    value = torch.zeros(R, device=dev)
-    done = torch.zeros(R, dtype=torch.bool, device=dev)
-    seen = torch.zeros(R, dtype=torch.int64, device=dev)
-    while not bool(done.all()):
+    while live.numel():
         gained = (sign * (sim.score() - start)).float()
-        over = sim.is_over & ~done
-        value = torch.where(over, gained, value)
-        done |= over
-        at_actor = (sim.current_player == actor) & ~done
-        seen += at_actor.long()
+        over = sim.is_over
+        at_actor = (sim.current_player == actor) & ~over
+        seen = seen + at_actor.long()
         stop = at_actor & (seen >= turns)
+        value[live[over]] = gained[over]
         if bool(stop.any()):
-            idx = torch.nonzero(stop)[:, 0]
-            mu, leg, _ = chunked(lambda g: stage2_mu(model, g), sim.select(idx))
+            mu, leg, _ = chunked(lambda g: stage2_mu(model, g), sim.select(stop))
             best = torch.where(leg, mu.float(), torch.full_like(mu, float("-inf"),
                                                                  dtype=torch.float32))
-            value[idx] = gained[idx] + best.max(1).values
-            done |= stop
-        idx = torch.nonzero(~done)[:, 0]
-        if idx.numel():
-            sub = sim.select(idx)
-            sim = _assign(sim, idx, sub.play(chunked(lambda g: stage2_slots(model, g), sub)))
-    out = torch.full((worlds.batch_size, 7), float("-inf"), device=dev)
+            value[live[stop]] = gained[stop] + best.max(1).values
+        keep = ~(over | stop)
+        if not bool(keep.all()):
+            sim, live = sim.select(keep), live[keep]
+            actor, sign, start, seen = actor[keep], sign[keep], start[keep], seen[keep]
+        if live.numel():
+            sim = sim.play(chunked(lambda g: stage2_slots(model, g), sim))
+    out = torch.full((worlds.batch_size, 7), float("-inf"), device=worlds.device)
     out[r_of, slot_of] = value
     return out
 
@@ -117,8 +110,7 @@ class RolloutOracle:
     the possible range); 0 at the other slots."""
 
     def __init__(self, model, turns: int = DEFAULT_ROLLOUT_TURNS):
-        if not 1 <= turns <= 7:
-            raise ValueError(f"the look-ahead must be 1..7 of the actor's turns, got {turns}")
+        check_turns(turns)
         self.model = model.eval()
         self.turns = turns
 
@@ -153,4 +145,4 @@ def rollout_from_spec(spec: str, device="cpu"):
 
 
 __all__ = ["rollout_values", "RolloutOracle", "rollout_from_spec", "is_rollout_spec",
-           "chunked", "CHUNK_ROWS", "DEFAULT_ROLLOUT_TURNS"]
+           "chunked", "check_turns", "CHUNK_ROWS", "DEFAULT_ROLLOUT_TURNS"]
