@@ -20,8 +20,10 @@ from eqfast.cli.arena import main
 from eqfast.engine.games import declarer_of, setup_games
 from eqfast.play.arena import play_batch
 from eqfast.play.league import (DEFAULT_SEED_START, REPORT_FILE, LeagueSettings,
-                                LeagueStateError, PairState, contract_counts, fit_bradley_terry,
-                                fit_points, format_league, league_report, open_league)
+                                LeagueStateError, PairState, clustered_share, contract_counts,
+                                fit_bradley_terry, fit_points, format_league, league_report,
+                                open_league)
+from eqfast.bidding.stats import wilson
 from eqfast.play.policies import policy_from_spec
 from eqfast.rules.batched import BatchedGames
 from eqfast.rules.state import trick_points, trick_winner
@@ -113,6 +115,86 @@ def test_bradley_terry_recovers_known_ratings():
     p = 300.5 / 1001
     assert two["theta"] == pytest.approx(-math.log(p / (1 - p)), abs=1e-9)
     assert two["se"] == pytest.approx(1 / math.sqrt(1001 * p * (1 - p)), rel=1e-9)
+
+
+def correlated_deals(rng, theta, deals, sd_policy=5.0, sd_pair=3.0):
+    """Per pair (i < j) of len(theta) policies, its differential on each of `deals` shared
+    deals: theta_i - theta_j + z_di - z_dj + noise, z_di a per-deal effect of policy i
+    shared by all its pairs (so pairs with a common policy move together)."""
+    k = len(theta)
+    z = rng.normal(0, sd_policy, (deals, k))
+    out = []
+    for i in range(k):
+        for j in range(i + 1, k):
+            out.append((i, j, theta[i] - theta[j] + z[:, i] - z[:, j]
+                        + rng.normal(0, sd_pair, deals)))
+    return out
+
+
+def test_points_intervals_by_deal_cover_when_pairs_share_deals():
+    theta = np.array([0.0, 2.0, 4.0, 5.0])
+    names = ["rules", "a", "b", "c"]
+    rng = np.random.default_rng(3)
+    covered = {"pairs independent": [], "by deal": []}
+    for _ in range(300):
+        pairs = correlated_deals(rng, theta, 200)
+        res = [(i, j, float(d.mean()), float(d.var(ddof=1)) / len(d)) for i, j, d in pairs]
+        for kind, fit in (("pairs independent", fit_points(names, res)),
+                          ("by deal", fit_points(names, res, deal_diffs=[d for *_, d in pairs]))):
+            assert fit["intervals"] == kind
+            covered[kind] += [fit["ratings"][n]["ci95"][0] <= t <= fit["ratings"][n]["ci95"][1]
+                              for n, t in zip(names[1:], theta[1:])]
+    # the shared per-deal effects make the independent-pair intervals too narrow
+    assert np.mean(covered["pairs independent"]) < 0.88, np.mean(covered["pairs independent"])
+    assert 0.92 <= np.mean(covered["by deal"]) <= 0.98, np.mean(covered["by deal"])
+    # one pair alone: the sandwich is the pair's own standard error
+    d = rng.normal(1.0, 5.0, 400)
+    alone = fit_points(["rules", "x"], [(0, 1, float(d.mean()), float(d.var(ddof=1)) / 400)],
+                       deal_diffs=[d])["ratings"]["x"]
+    assert alone["se"] == pytest.approx(float(d.std(ddof=1)) / 20, rel=1e-9)
+
+
+def test_bradley_terry_intervals_by_deal_cover_correlated_hands():
+    names = ["rules", "a", "b"]
+    rng = np.random.default_rng(4)
+    covered = {"Fisher information": [], "by deal": []}
+    for _ in range(200):
+        z = rng.normal(0, 1.5, (300, 3))                # per deal and policy, both hands
+        res, wins = [], []
+        for i in range(3):
+            for j in range(i + 1, 3):
+                p = 1 / (1 + np.exp(z[:, j] - z[:, i]))
+                w = rng.binomial(2, p).astype(np.float64)
+                res.append((i, j, float(w.sum()), 600))
+                wins.append(w)
+        for kind, fit in (("Fisher information", fit_bradley_terry(names, res)),
+                          ("by deal", fit_bradley_terry(names, res, deal_wins=wins))):
+            assert fit["intervals"] == kind
+            # equal players: the fit's target is 0 for everyone
+            covered[kind] += [fit["ratings"][n]["ci95"][0] <= 0 <= fit["ratings"][n]["ci95"][1]
+                              for n in names[1:]]
+    assert np.mean(covered["Fisher information"]) < 0.88, np.mean(covered["Fisher information"])
+    assert 0.91 <= np.mean(covered["by deal"]) <= 0.985, np.mean(covered["by deal"])
+
+
+def test_contract_share_counts_a_deal_once_across_opponents():
+    rng = np.random.default_rng(5)
+    h = rng.random(500) < 0.4
+    alone = clustered_share([h])
+    lo, hi = wilson(int(h.sum()), 500)
+    assert alone["count"] == h.sum() and alone["hands"] == 500
+    assert alone["n_eff"] <= 500 and alone["n_eff"] > 450
+    # the same result against four opponents: four times the hands, one draw per deal
+    four = clustered_share([h, h, h, h])
+    assert four["hands"] == 2000 and four["share"] == pytest.approx(h.mean())
+    assert four["n_eff"] == pytest.approx(499, rel=1e-9)
+    # as wide as one opponent's, where hands pooled as independent would halve it
+    assert four["ci95"][1] - four["ci95"][0] > 0.99 * (hi - lo)
+    lo4, hi4 = wilson(4 * int(h.sum()), 2000)
+    assert hi4 - lo4 < 0.51 * (hi - lo)
+    # pairs of different lengths line up by deal
+    part = clustered_share([h, h[:100]])
+    assert part["hands"] == 600 and part["count"] == h.sum() + h[:100].sum()
 
 
 # ---------------------------------------------------------------------------- stopping

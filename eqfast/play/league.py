@@ -47,27 +47,32 @@ Ratings:
 - points (the headline): r_A - r_B = the expected points per hand of A against B, fit by
   weighted least squares over the pairs' mean differentials (weight 1 / the squared
   standard error of each mean), anchored at `rules` = 0 when it is in the panel (else
-  the panel mean = 0). Intervals: +-1.96 standard errors from the fit's covariance
-  (X' W X)^-1. chi^2 = the weighted sum of squared residuals on P - (K - 1) degrees of
+  the panel mean = 0). Intervals: +-1.96 standard errors from the sandwich covariance
+  A (sum over deals of v_d v_d') A, A = (X' W X)^-1, v_d = X' W u_d, u_d what deal d
+  adds to each pair's mean: every pair plays the same deals, and a deal that favours a
+  player favours it against all its opponents, so pairs that share a player are not
+  independent (on the league of docs/PLAY.md this widens the ratings' intervals 1.4 to
+  1.8 times over (X' W X)^-1, the covariance of independent pairs). chi^2 = the weighted sum of squared residuals on P - (K - 1) degrees of
   freedom: near 1 per degree of freedom when the differentials are additive; well above,
   the ratings summarize a matrix that is not (read the matrix) and their intervals are
   too narrow.
 - Bradley-Terry on hands won (more than 21 points; a 21-21 tie counts half): P(A wins a
-  hand against B) = 1 / (1 + exp(theta_B - theta_A)), fit by Newton's method, intervals
-  from the inverse Fisher information, with one virtual tied hand per pair so a
-  whitewash still has a finite fit (with thousands of hands per pair it moves theta by
-  about 1e-4). It treats hands as independent; the two hands of a deal are usually
-  negatively correlated, so its intervals err wide. It is shown in log-odds and in Elo
-  points (400 / ln 10 per unit).
+  hand against B) = 1 / (1 + exp(theta_B - theta_A)), fit by Newton's method with one
+  virtual tied hand per pair so a whitewash still has a finite fit (with thousands of
+  hands per pair it moves theta by about 1e-4). Intervals: the sandwich of the Fisher
+  information with the scores summed by deal (the two hands of a deal, and one deal
+  across pairs, are not independent). It is shown in log-odds and in Elo points
+  (400 / ln 10 per unit).
 
 Contract view: the declarer's team (first leader, `setup_games`) makes a 30 bid when it
 takes >= 30 of the 42 points and all 42 for a 42 bid; the defenders set a 30 bid when the
 declarer's team takes < 30. In a duplicate deal a policy declares in exactly one of the two
 plays, so it declares in half its hands and defends in the other half. Per policy the
-shares pool all its hands (against every opponent; pairs that played longer weigh more),
-with Wilson 95% intervals over hands; every pair plays the same deals, so hands pooled
-over opponents are not independent and the intervals are a lower bound on the
-uncertainty. The declarations come from the declarer's heuristic (eqfast/engine/games.py),
+shares pool all its hands (against every opponent; pairs that played longer weigh more).
+Every pair plays the same deals, so the hands pooled over opponents are not independent:
+the 95% interval is Wilson's on the effective number of hands, n p (1 - p) over the
+variance of the hits summed by deal (capped at n), which on the league's panel is a fifth
+to a third of the hands. The declarations come from the declarer's heuristic (eqfast/engine/games.py),
 not from an auction, so "made 30" reads "would have made a 30 bid on this declaration".
 """
 from __future__ import annotations
@@ -495,21 +500,36 @@ def chi2_sf(x: float, dof: int) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
+def _by_deal(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """[deals, len(columns)]: column p holds columns[p] from row 0, zeros below its end.
+    Row k is deal seed_start + k for every pair (module doc: every pair's first n deals
+    are the same n deals), so a row gathers what one deal did to every pair."""
+    out = np.zeros((max((len(c) for c in columns), default=0), len(columns)))
+    for p, c in enumerate(columns):
+        out[:len(c), p] = c
+    return out
+
+
 def fit_points(names: Sequence[str], results: Sequence[tuple[int, int, float, float]],
-               anchor: str | None = ANCHOR) -> dict:
+               anchor: str | None = ANCHOR,
+               deal_diffs: Sequence[np.ndarray] | None = None) -> dict:
     """Ratings on the points-per-hand scale from (i, j, mean diff of i against j, its
     variance) per pair: weighted least squares of mean = r_i - r_j, weights 1/variance
-    (module doc). Policies with no pair linking them to the others get None."""
+    (module doc). Policies with no pair linking them to the others get None.
+    `deal_diffs` (one array per result, the pair's differential on deals 0, 1, ...) makes
+    the intervals cluster-robust over deals (the pairs share their deals)."""
     results = [(i, j, m, max(v, MIN_VAR)) for i, j, m, v in results]
     rated, ref, center = _rated(names, anchor, [(i, j) for i, j, _, _ in results])
     out = {"method": "weighted least squares on pair means, weights 1/SE^2",
+           "intervals": "by deal" if deal_diffs is not None else "pairs independent",
            "anchor": names[ref] if rated and not center else "panel mean",
            "ratings": {n: None for n in names}, "chi2": None, "dof": None,
            "chi2_per_dof": None, "p_value": None}
     if len(rated) < 2:
         return out
     pos = {u: q for q, u in enumerate(rated)}
-    use = [(i, j, m, v) for i, j, m, v in results if i in pos and j in pos]
+    kept = [k for k, (i, j, _, _) in enumerate(results) if i in pos and j in pos]
+    use = [results[k] for k in kept]
     free = [u for u in rated if u != ref]
     col = {u: q for q, u in enumerate(free)}
     x = np.zeros((len(use), len(free)))
@@ -523,6 +543,17 @@ def fit_points(names: Sequence[str], results: Sequence[tuple[int, int, float, fl
     info = x.T @ (w[:, None] * x)
     cov_free = np.linalg.inv(info)
     beta = cov_free @ (x.T @ (w * y))
+    if deal_diffs is not None:
+        # sandwich over deals: beta = A X'W y, and deal d moves the pair means y by u_d
+        # (its residual / n, scaled by sqrt(n / (n - 1)) so that a pair alone gets its
+        # var_mean back); pairs that share a deal move together
+        cols = []
+        for k in kept:
+            d = np.asarray(deal_diffs[k], np.float64)
+            n = len(d)
+            cols.append((d - d.mean()) / n * math.sqrt(n / (n - 1)) if n >= 2 else 0 * d)
+        v = _by_deal(cols) @ (w[:, None] * x)
+        cov_free = cov_free @ (v.T @ v) @ cov_free
     kk = len(rated)
     r = np.zeros(kk)
     cov = np.zeros((kk, kk))
@@ -544,20 +575,25 @@ def fit_points(names: Sequence[str], results: Sequence[tuple[int, int, float, fl
 
 
 def fit_bradley_terry(names: Sequence[str], results: Sequence[tuple[int, int, float, float]],
-                      anchor: str | None = ANCHOR, iterations: int = 100) -> dict:
+                      anchor: str | None = ANCHOR, iterations: int = 100,
+                      deal_wins: Sequence[np.ndarray] | None = None) -> dict:
     """Bradley-Terry log-odds from (i, j, hands won by i (ties half), hands) per pair, by
-    Newton's method; intervals from the inverse Fisher information (module doc)."""
+    Newton's method; intervals from the inverse Fisher information (module doc), or, with
+    `deal_wins` (one array per result: i's wins on deals 0, 1, ..., two hands each), the
+    sandwich of that information with the scores summed by deal."""
     # one virtual tied hand per pair: keeps a whitewash finite (module doc)
-    use = [(i, j, w + 0.5, n + 1.0) for i, j, w, n in results if n > 0]
-    rated, ref, center = _rated(names, anchor, [(i, j) for i, j, _, _ in use])
-    out = {"method": "Bradley-Terry on hands won (ties half), Newton, Fisher-information "
-                     "intervals", "anchor": names[ref] if rated and not center else
+    use = [(k, i, j, w + 0.5, n + 1.0) for k, (i, j, w, n) in enumerate(results) if n > 0]
+    rated, ref, center = _rated(names, anchor, [(i, j) for _, i, j, _, _ in use])
+    out = {"method": "Bradley-Terry on hands won (ties half), Newton",
+           "intervals": "by deal" if deal_wins is not None else "Fisher information",
+           "anchor": names[ref] if rated and not center else
            "panel mean", "elo_per_logit": ELO_PER_LOGIT,
            "ratings": {n: None for n in names}, "iterations": 0}
     if len(rated) < 2:
         return out
     pos = {u: q for q, u in enumerate(rated)}
-    use = [(pos[i], pos[j], w, n) for i, j, w, n in use if i in pos and j in pos]
+    kept = [k for k, i, j, _, _ in use if i in pos and j in pos]
+    use = [(pos[i], pos[j], w, n) for _, i, j, w, n in use if i in pos and j in pos]
     kk = len(rated)
     ii = np.array([u[0] for u in use])
     jj = np.array([u[1] for u in use])
@@ -589,7 +625,19 @@ def fit_bradley_terry(names: Sequence[str], results: Sequence[tuple[int, int, fl
             break
     _, info = grad_info(theta)
     cov = np.zeros((kk, kk))
-    cov[np.ix_(free, free)] = np.linalg.inv(info[np.ix_(free, free)])
+    cov_free = np.linalg.inv(info[np.ix_(free, free)])
+    if deal_wins is not None:
+        # each deal's score (wins - 2 p on every pair that played it) as one draw: the
+        # two hands of a deal, and one deal across pairs, are not independent
+        p = 1.0 / (1.0 + np.exp(theta[jj] - theta[ii]))
+        g = _by_deal([np.asarray(deal_wins[k], np.float64) - 2 * p[q]
+                      for q, k in enumerate(kept)])
+        e = np.zeros((len(kept), kk))
+        e[np.arange(len(kept)), ii] = 1.0
+        e[np.arange(len(kept)), jj] = -1.0
+        score = (g @ e)[:, free]
+        cov_free = cov_free @ (score.T @ score) @ cov_free
+    cov[np.ix_(free, free)] = cov_free
     theta, cov = _anchor_transform(kk, pos[ref], center, theta, cov)
     for u in rated:
         q = pos[u]
@@ -601,24 +649,47 @@ def fit_bradley_terry(names: Sequence[str], results: Sequence[tuple[int, int, fl
 
 
 # ---------------------------------------------------------------------------- summaries
-def contract_counts(a_points: np.ndarray, declarer_team: np.ndarray) -> dict:
-    """Counts of the contract view for the A and B sides of one pair's deals: hands each
-    declared, made 30, made 42; hands each defended and set (declarer below 30)."""
+def contract_by_deal(a_points: np.ndarray, declarer_team: np.ndarray) -> dict:
+    """The contract view of one pair, deal by deal: for the A and B sides, boolean arrays
+    over deals made30 and made42 (of the play where the side declared) and set (of the
+    play where it defended). Each side declares in one play of every deal and defends in
+    the other."""
     a_points = np.asarray(a_points, np.int64)
     dt = np.asarray(declarer_team, np.int64)
     rows = np.arange(len(dt))
     a_decl = a_points[rows, dt]                          # A declares in column dt
     b_decl = TOTAL_POINTS - a_points[rows, 1 - dt]       # B declares in the other play
-    side = lambda own, other: {
-        "declared": len(own), "made30": int((own >= MADE).sum()),
-        "made42": int((own == TOTAL_POINTS).sum()),
-        "defended": len(other), "set": int((other < MADE).sum())}
+    side = lambda own, other: {"made30": own >= MADE, "made42": own == TOTAL_POINTS,
+                               "set": other < MADE}
     return {"a": side(a_decl, b_decl), "b": side(b_decl, a_decl)}
 
 
-def _share(k: int, n: int) -> dict:
-    lo, hi = wilson(k, n)
-    return {"count": k, "hands": n, "share": k / n if n else None, "ci95": [lo, hi]}
+def contract_counts(a_points: np.ndarray, declarer_team: np.ndarray) -> dict:
+    """Counts of the contract view for the A and B sides of one pair's deals: hands each
+    declared, made 30, made 42; hands each defended and set (declarer below 30)."""
+    n = len(declarer_team)
+    return {side: {"declared": n, "made30": int(c["made30"].sum()),
+                   "made42": int(c["made42"].sum()), "defended": n, "set": int(c["set"].sum())}
+            for side, c in contract_by_deal(a_points, declarer_team).items()}
+
+
+def clustered_share(hits: Sequence[np.ndarray]) -> dict:
+    """The share of True over boolean arrays by deal (one per pair: row k is deal k of
+    every pair), with a Wilson 95% interval on the effective number of hands: n p (1 - p)
+    over the variance of the hits summed by deal (the same deal played against several
+    opponents counts once as a draw), never more than the hands themselves."""
+    m = _by_deal([np.asarray(h, np.float64) for h in hits])
+    k_d, n_d = m.sum(axis=1), _by_deal([np.ones(len(h)) for h in hits]).sum(axis=1)
+    k, n = float(k_d.sum()), int(n_d.sum())
+    if n == 0:
+        return {"count": 0, "hands": 0, "share": None, "ci95": [0.0, 1.0], "n_eff": 0.0}
+    p = k / n
+    deals = len(k_d)
+    var = float(((k_d - p * n_d) ** 2).sum()) / n ** 2 * (deals / (deals - 1) if deals > 1
+                                                          else 1.0)
+    n_eff = min(float(n), p * (1 - p) / var) if var > 0 else float(n)
+    lo, hi = wilson(p * n_eff, n_eff)
+    return {"count": int(k), "hands": n, "share": p, "ci95": [lo, hi], "n_eff": n_eff}
 
 
 def _git_commit() -> str | None:
@@ -656,28 +727,29 @@ def league_report(league: League) -> dict:
     pairs = [pair_summary(p, s) for p in league.pairs]
     mean = [[None] * k for _ in range(k)]
     half = [[None] * k for _ in range(k)]
-    wls, bt = [], []
+    wls, bt, wls_deals, bt_deals = [], [], [], []
     for p, ps in zip(league.pairs, pairs):
         if p.deals >= 1:
             mean[p.i][p.j], mean[p.j][p.i] = ps["mean_diff"], -ps["mean_diff"]
             half[p.i][p.j] = half[p.j][p.i] = ps["half_width"]
             bt.append((p.i, p.j, ps["wins"] + ps["ties"] / 2, p.hands))
+            a = p.a_points.astype(np.float64)
+            bt_deals.append(((a > HALF) + 0.5 * (a == HALF)).sum(axis=1))
         if p.deals >= 2:
             wls.append((p.i, p.j, ps["mean_diff"], ps["var_mean"]))
-    contract = {}
+            wls_deals.append(p.deal_diffs)
+    hits: dict[str, dict[str, list]] = {}
     dec_s: dict[str, list] = {n: [0, 0.0] for n in names}
-    for p, ps in zip(league.pairs, pairs):
+    for p in league.pairs:
+        by_deal = contract_by_deal(p.a_points, p.declarer_team)
         for side, name, q in (("a", p.a, 0), ("b", p.b, 1)):
-            c = contract.setdefault(name, {"declared": 0, "made30": 0, "made42": 0,
-                                           "defended": 0, "set": 0})
-            for key, v in ps["contract"][side].items():
-                c[key] += v
+            h = hits.setdefault(name, {"made30": [], "made42": [], "set": []})
+            for key, v in by_deal[side].items():
+                h[key].append(v)
             dec_s[name][0] += int(p.decisions[q])
             dec_s[name][1] += float(p.seconds[q])
-    contract_view = {n: {"made30": _share(c["made30"], c["declared"]),
-                         "made42": _share(c["made42"], c["declared"]),
-                         "set": _share(c["set"], c["defended"])}
-                     for n, c in contract.items()}
+    contract_view = {n: {key: clustered_share(v) for key, v in h.items()}
+                     for n, h in hits.items()}
     return {
         "kind": "eqfast-league",
         "settings": asdict(league.settings),
@@ -690,8 +762,9 @@ def league_report(league: League) -> dict:
         "matrix": {"policies": names, "mean_diff": mean, "half_width": half,
                    "meaning": "row's team points minus column's per hand; half_width of the "
                               "95% Student-t interval over deals"},
-        "ratings": {"points": fit_points(names, wls), "bradley_terry": fit_bradley_terry(
-            names, bt), "headline": "points"},
+        "ratings": {"points": fit_points(names, wls, deal_diffs=wls_deals),
+                    "bradley_terry": fit_bradley_terry(names, bt, deal_wins=bt_deals),
+                    "headline": "points"},
         "contract": contract_view,
         "decisions_per_s": {n: {"decisions": d, "seconds": t,
                                 "decisions_per_s": d / t if t > 0 else None}
@@ -758,7 +831,8 @@ def format_league(report: dict) -> str:
         rows.append((short[a],) + tuple(cells))
     out += _grid(rows, set(range(1, len(rows[0]))))
     out += ["", "Contract view (declarer's team took >= 30 / all 42; as defender, held it "
-                "below 30), Wilson 95% over hands", ""]
+                "below 30), Wilson 95% on the hands' effective number (a deal played against "
+                "several opponents counts once)", ""]
     rows = [("policy", "declared", "made 30", "made 42", "defended", "set 30")]
     ci = lambda c: "-" if c["share"] is None else \
         f"{c['share']:.3f} [{c['ci95'][0]:.3f}, {c['ci95'][1]:.3f}]"
@@ -783,5 +857,5 @@ def write_report(league: League) -> dict:
 
 __all__ = ["DEFAULT_PANEL", "DEFAULT_SEED_START", "LeagueSettings", "LeagueStateError",
            "League", "PairState", "open_league", "fit_points", "fit_bradley_terry",
-           "contract_counts", "league_report", "format_league", "write_report",
+           "contract_counts", "contract_by_deal", "clustered_share", "league_report", "format_league", "write_report",
            "policy_identity", "REPORT_FILE", "STATE_FILE"]
