@@ -7,6 +7,7 @@ docs/DATASET.md for the meaning of every field.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -245,8 +246,6 @@ class DecisionRecords:
         common = {k for k in later if all(k in p.tensors for p in parts)}
         drop = later - common
         if drop:
-            import warnings
-
             have = sum(1 for p in parts if drop & set(p.tensors))
             warnings.warn(f"{', '.join(sorted(drop))}: held by {have} of {len(parts)} parts "
                           "(shards written by an older eqfast lack them); left out of the "

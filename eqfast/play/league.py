@@ -52,10 +52,10 @@ Ratings:
   adds to each pair's mean: every pair plays the same deals, and a deal that favours a
   player favours it against all its opponents, so pairs that share a player are not
   independent (on the league of docs/PLAY.md this widens the ratings' intervals 1.4 to
-  1.8 times over (X' W X)^-1, the covariance of independent pairs). chi^2 = the weighted sum of squared residuals on P - (K - 1) degrees of
-  freedom: near 1 per degree of freedom when the differentials are additive; well above,
-  the ratings summarize a matrix that is not (read the matrix) and their intervals are
-  too narrow.
+  1.8 times over (X' W X)^-1, the covariance of independent pairs). chi^2 = the weighted
+  sum of squared residuals on P - (K - 1) degrees of freedom: near 1 per degree of
+  freedom when the differentials are additive; well above, the ratings summarize a matrix
+  that is not (read the matrix) and their intervals are too narrow.
 - Bradley-Terry on hands won (more than 21 points; a 21-21 tie counts half): P(A wins a
   hand against B) = 1 / (1 + exp(theta_B - theta_A)), fit by Newton's method with one
   virtual tied hand per pair so a whitewash still has a finite fit (with thousands of
@@ -72,8 +72,9 @@ shares pool all its hands (against every opponent; pairs that played longer weig
 Every pair plays the same deals, so the hands pooled over opponents are not independent:
 the 95% interval is Wilson's on the effective number of hands, n p (1 - p) over the
 variance of the hits summed by deal (capped at n), which on the league's panel is a fifth
-to a third of the hands. The declarations come from the declarer's heuristic (eqfast/engine/games.py),
-not from an auction, so "made 30" reads "would have made a 30 bid on this declaration".
+to a third of the hands. The declarations come from the declarer's heuristic
+(eqfast/engine/games.py), not from an auction, so "made 30" reads "would have made a 30
+bid on this declaration".
 """
 from __future__ import annotations
 
@@ -183,6 +184,11 @@ class PairState:
     @property
     def deal_diffs(self) -> np.ndarray:
         return (2 * self.a_points.astype(np.float64) - TOTAL_POINTS).mean(axis=1)
+
+    @property
+    def deal_wins(self) -> np.ndarray:
+        """A's hands won on each deal (0..2; a 21-21 tie counts half)."""
+        return ((self.a_points > HALF) + 0.5 * (self.a_points == HALF)).sum(axis=1)
 
     def half_width(self) -> float | None:
         """Half-width of the 95% t interval of points per hand (None below 2 deals)."""
@@ -732,9 +738,8 @@ def league_report(league: League) -> dict:
         if p.deals >= 1:
             mean[p.i][p.j], mean[p.j][p.i] = ps["mean_diff"], -ps["mean_diff"]
             half[p.i][p.j] = half[p.j][p.i] = ps["half_width"]
-            bt.append((p.i, p.j, ps["wins"] + ps["ties"] / 2, p.hands))
-            a = p.a_points.astype(np.float64)
-            bt_deals.append(((a > HALF) + 0.5 * (a == HALF)).sum(axis=1))
+            bt_deals.append(p.deal_wins)
+            bt.append((p.i, p.j, float(bt_deals[-1].sum()), p.hands))
         if p.deals >= 2:
             wls.append((p.i, p.j, ps["mean_diff"], ps["var_mean"]))
             wls_deals.append(p.deal_diffs)
@@ -857,5 +862,6 @@ def write_report(league: League) -> dict:
 
 __all__ = ["DEFAULT_PANEL", "DEFAULT_SEED_START", "LeagueSettings", "LeagueStateError",
            "League", "PairState", "open_league", "fit_points", "fit_bradley_terry",
-           "contract_counts", "contract_by_deal", "clustered_share", "league_report", "format_league", "write_report",
+           "contract_counts", "contract_by_deal", "clustered_share", "league_report",
+           "format_league", "write_report",
            "policy_identity", "REPORT_FILE", "STATE_FILE"]
