@@ -14,7 +14,9 @@ from cliutil import assert_usage_error, run_cli
 from eqfast.cli.arena import main
 from eqfast.engine.games import setup_games
 from eqfast.engine.public import forbidden_masks, hidden_info
-from eqfast.play.arena import mean_interval, play_match, t_quantile
+from eqfast.bidding.stats import wilson
+from eqfast.play.arena import (MatchResult, mean_interval, play_match, t_quantile,
+                               wilson_by_deal)
 from eqfast.play.policies import RandomPolicy, policy_from_spec, rules_move
 from eqfast.rules.batched import BatchedGames
 from eqfast.rules.tables import HAND_SIZE, N_SEATS, N_TILES
@@ -219,6 +221,29 @@ def test_mean_interval():
     mean, lo, hi = mean_interval(x)
     assert mean == 3.0 and (lo, hi) == pytest.approx((3.0 - half, 3.0 + half), abs=1e-6)
     assert mean_interval([4.0]) == (4.0, None, None)
+
+
+def test_win_share_interval_counts_a_deal_once_when_its_hands_agree():
+    """A match whose deals go to A or to B whole (both hands) has half the information of
+    as many independent hands: the win interval is Wilson's on the deals. Deals split one
+    hand each way never give a narrower interval than independent hands. Simulated: the
+    interval covers the true share near 95% when every deal's hands agree."""
+    rng = np.random.default_rng(5)
+    both = rng.random(400) < 0.6                       # 400 deals, A takes 60% of them whole
+    pts = np.where(both[:, None], 30, 12) * np.ones((1, 2), dtype=np.int64)
+    s = MatchResult("a", "b", False, False, list(range(400)), pts).summary()
+    assert s["win_share"] == pytest.approx(both.mean())
+    assert s["win_ci95"] == pytest.approx(wilson(both.sum(), 400), abs=1e-4)
+    split = MatchResult("a", "b", False, False, list(range(400)),
+                        np.tile([[30, 12]], (400, 1))).summary()
+    assert split["win_ci95"] == pytest.approx(wilson(400, 800), abs=1e-4)
+    cover = 0
+    for _ in range(400):
+        k_d = 2.0 * (rng.random(200) < 0.6)
+        _, lo, hi, n_eff = wilson_by_deal(k_d, np.full(200, 2))
+        cover += lo <= 0.6 <= hi
+        assert n_eff == pytest.approx(200, rel=0.02)
+    assert 0.92 <= cover / 400 <= 0.98, cover
 
 
 # ---------------------------------------------------------------------------- command

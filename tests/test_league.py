@@ -407,6 +407,50 @@ def test_changed_weights_under_a_name_are_refused(tmp_path):
         open_league(d, None, build)
 
 
+def test_rename_keeps_the_pairs_of_a_model_under_its_new_name(tmp_path, capsys):
+    """A shipped model kept under another path: `--rename OLD=SPEC` re-points it (same
+    fingerprint only), every saved hand stays, and a cut-short rename finishes when run
+    again."""
+    import shutil
+
+    import torch
+    from eqfast.stage2.model import DEFAULT_CONFIG, build_model
+    from eqfast.stage2.weights import save_stage2
+
+    old, kept, other = (tmp_path / f"{n}.safetensors" for n in ("old", "kept", "other"))
+    torch.manual_seed(0)
+    save_stage2(old, build_model(DEFAULT_CONFIG), DEFAULT_CONFIG)
+    shutil.copy(old, kept)
+    torch.manual_seed(1)
+    save_stage2(other, build_model(DEFAULT_CONFIG), DEFAULT_CONFIG)
+    d = tmp_path / "lg"
+    first = open_league(d, ["random", f"stage2:{old}", "rules"], build, **TINY)
+    assert first.run()
+    before = {tuple(n.replace(str(old), str(kept)) for n in k): v
+              for k, v in arrays(first).items()}
+    # another player's weights, a name the panel lacks, a bad form: refused, nothing written
+    state = (d / "league_state.json").read_text()
+    for argv, needle in ((f"stage2:{old}=stage2:{other}", "not the player"),
+                         (f"stage2=stage2:{kept}", "no policy stage2"),
+                         ("rules", "OLD=SPEC")):
+        assert main(["--league", str(d), "--rename", argv, "--quiet"]) == 2
+        assert needle in capsys.readouterr().err
+    assert (d / "league_state.json").read_text() == state
+    # a rename cut short after the state file: the pair files still hold the old name
+    pair = d / "pairs" / "pair-00-01.npz"
+    saved = pair.read_bytes()
+    assert main(["--league", str(d), "--rename", f"stage2:{old}=stage2:{kept}", "--quiet"]) == 0
+    pair.write_bytes(saved)
+    with pytest.raises(LeagueStateError, match=f"holds random v stage2:{old}"):
+        open_league(d, None, build)
+    assert main(["--league", str(d), "--rename", f"stage2:{old}=stage2:{kept}", "--quiet"]) == 0
+    after = open_league(d, None, build)
+    assert after.names == ["random", f"stage2:{kept}", "rules"]
+    assert same_arrays(arrays(after), before) and after.run()      # nothing left to play
+    report = json.loads((d / REPORT_FILE).read_text())
+    assert f"stage2:{kept}" in report["ratings"]["points"]["ratings"]
+
+
 # ---------------------------------------------------------------------------- command
 @pytest.fixture
 def league_dir(tmp_path):

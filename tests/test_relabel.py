@@ -201,6 +201,8 @@ def test_ranks_resume_and_refusals(sources, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("WORLD_SIZE")
     _assert_same_files(whole, split, same_rank=False)
     capsys.readouterr()
+    assert _relabel(sources / "network", split, "--rank", "0", "--world-size", "3") == 2
+    assert "--world-size" in capsys.readouterr().err       # the ranks' plan (plan.json)
     assert _relabel(sources / "network", whole) == 0
     assert json.loads(capsys.readouterr().out)["skipped_ranges"] == 2
     assert _relabel(sources / "network", whole, "--n-by-trick", BUDGETS) == 2

@@ -99,6 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--league", type=path_type, default=None, metavar="DIR",
                    help="play the league of --policies in DIR (created if needed; resumes "
                         "the league DIR holds) and write DIR/league.json")
+    g.add_argument("--rename", default=None, metavar="OLD=SPEC",
+                   help="re-point the stored policy OLD to SPEC, which must play it with the "
+                        "same weights file contents (e.g. stage2=stage2:stage2_eq when a new "
+                        "Stage 2 ships and the old one is kept under eqfast/models), rewrite "
+                        "DIR/league.json and stop without playing")
     g.add_argument("--target-ci", type=float, default=None,
                    help="a pair is resolved when the half-width of its 95%% interval of "
                         f"points per hand is at most this (default {DEFAULT_TARGET_CI}; "
@@ -184,8 +189,16 @@ def league_given(args) -> dict:
 
 def check_league_args(args) -> str | None:
     """The first problem with the arguments of a league run (None if none)."""
-    from ..play.league import REPORT_FILE, LeagueSettings
+    from ..play.league import REPORT_FILE, STATE_FILE, LeagueSettings
 
+    if args.rename is not None:
+        old, sep, spec = args.rename.partition("=")
+        if not (old.strip() and sep and spec.strip()):
+            return f"--rename must be OLD=SPEC (e.g. stage2=stage2:stage2_eq), got {args.rename!r}"
+        if args.policies is not None:
+            return "--rename re-points a stored policy; it takes no --policies"
+        if not (args.league / STATE_FILE).exists():
+            return f"--league {args.league}: holds no league to rename a policy in"
     if args.hands is not None:
         return (f"--hands {args.hands} does not apply to --league: a pair plays until its "
                 f"interval is narrow enough (--target-ci, --min-hands, --max-hands)")
@@ -322,13 +335,18 @@ def main(argv=None) -> int:
 def league_main(args) -> int:
     """eqfast-arena --league DIR: open (or continue) the league, play, report."""
     from ..play.league import (STATE_FILE, LeagueStateError, format_league, open_league,
-                               write_report)
+                               rename_entry, write_report)
     from ..play.policies import policy_from_spec
 
     build = lambda spec, run_seed: policy_from_spec(spec, run_seed=run_seed, device=args.device,
                                                     threads=args.threads)
     specs = None if args.policies is None else parse_policies(args.policies)
     try:
+        if args.rename is not None:
+            old, _, spec = args.rename.partition("=")
+            new = rename_entry(args.league, old.strip(), spec.strip(), build)
+            print(f"{PROG}: {args.league}: {old.strip()} is now {new.name} ({new.spec})",
+                  file=sys.stderr)
         league = open_league(args.league, specs, build, **league_given(args))
     except LeagueStateError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
@@ -341,6 +359,10 @@ def league_main(args) -> int:
                     f"the {'stored' if stored else 'default'} panel (no --policies): ") + text
         print(f"{PROG}: {text}", file=sys.stderr)
         return 2
+    if args.rename is not None:        # re-pointed: report under the new name, play nothing
+        report = write_report(league)
+        print(json.dumps(report) if args.json else format_league(report))
+        return 0
     budget = None if args.budget_minutes is None else 60 * args.budget_minutes
     played = sum(p.hands for p in league.pairs)
     interrupted = False

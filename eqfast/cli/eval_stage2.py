@@ -66,13 +66,13 @@ def main(argv=None) -> int:
     from ..stage2.evaluate import (PLACES, decisions_per_second, format_by, format_report,
                                    metrics, metrics_by, predict)
     from ..stage2.model import script_model
-    from ..stage2.weights import Stage2WeightsError, load_stage2_with_meta
+    from ..stage2.weights import Stage2WeightsError, load_stage2_with_meta, stage2_weights
 
     problem = check_args(a)
     if problem is None:
         torch.set_num_threads(a.threads)
         try:
-            model, meta = load_stage2_with_meta(a.weights)
+            model, meta = load_stage2_with_meta(stage2_weights(a.weights))
         except Stage2WeightsError as e:
             problem = f"--weights: {e}"
     t0 = time.perf_counter()

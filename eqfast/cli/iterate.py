@@ -52,6 +52,7 @@ from pathlib import Path
 import torch
 
 from ..data.shards import ShardError
+from ..paths import stage2_weights
 from ..utils.atomic import atomic_path, atomic_write_text
 from .common import HelpFormatter, path_type
 
@@ -229,9 +230,9 @@ def beats(match: dict) -> bool:
 
 
 def start_generation0(run: Path, init: str | None) -> dict:
-    from ..stage2.weights import DEFAULT_STAGE2, load_stage2_with_meta
+    from ..stage2.weights import load_stage2_with_meta
 
-    src = Path(init) if init is not None else DEFAULT_STAGE2
+    src = stage2_weights(init)
     g0 = run / "gen-0"
     card_path = g0 / CARD
     if card_path.exists():
@@ -372,7 +373,7 @@ def check_args(a) -> str | None:
         return f"--games must be at most {SEED_STRIDE:,} (the seed stride between generations)"
     if not 0 <= a.mc_weight <= 1:
         return f"--mc-weight must be in [0, 1], got {a.mc_weight}"
-    if a.init is not None and not Path(a.init).is_file():
+    if a.init is not None and not stage2_weights(a.init).is_file():
         return f"--init {a.init}: no such file"
     return None
 

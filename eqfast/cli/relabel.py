@@ -193,8 +193,11 @@ def main(argv=None) -> int:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     mine = {lo: k % args.world_size == args.rank for k, (lo, _) in enumerate(src.ranges)}
+    # ranks own SRC's ranges by k mod the world size: ranks with another split would
+    # leave some ranges to no rank, or relabel one twice (scaleout.with_output_lock)
     return with_output_lock(PROG, args, lambda lo: mine.get(lo, False),
-                            lambda: run(args, src, [r for r in src.ranges if mine[r[0]]]))
+                            lambda: run(args, src, [r for r in src.ranges if mine[r[0]]]),
+                            plan={"world_size": args.world_size})
 
 
 def run(args, src: Source, owned: list[tuple[int, int]]) -> int:

@@ -45,7 +45,31 @@ from .policies import Policy
 N_DECISIONS = 4 * N_TRICKS
 HALF = TOTAL_POINTS // 2
 DIFF_INTERVAL = "Student t 95% over deals"
-WIN_INTERVAL = "Wilson 95% over hands (ties count half)"
+WIN_INTERVAL = ("Wilson 95% on the effective number of hands (by deal: a deal's two hands "
+                "count as one draw when they agree; ties count half)")
+
+
+def won_by_deal(a_points: np.ndarray) -> np.ndarray:
+    """A's hands won in each deal of a [deals, 2] points array (ties count half)."""
+    return (a_points > HALF).sum(axis=1) + 0.5 * (a_points == HALF).sum(axis=1)
+
+
+def wilson_by_deal(k_d: np.ndarray, n_d: np.ndarray) -> tuple[float, float, float, float]:
+    """(share, low, high, effective hands) of k_d successes in n_d hands per deal (cluster):
+    a Wilson 95% interval on n p (1 - p) over the variance of the successes summed by deal,
+    at most n. Hands of one deal are not independent draws: in a duplicate match the deal's
+    luck lands on both of A's hands, and in a league on every pair that plays the deal; the
+    cap keeps the interval never narrower than the one that treats hands as independent."""
+    k_d, n_d = np.asarray(k_d, np.float64), np.asarray(n_d, np.float64)
+    k, n = float(k_d.sum()), float(n_d.sum())
+    if n == 0:
+        return math.nan, 0.0, 1.0, 0.0
+    p, deals = k / n, len(k_d)
+    var = float(((k_d - p * n_d) ** 2).sum()) / n ** 2 * (deals / (deals - 1) if deals > 1
+                                                          else 1.0)
+    n_eff = min(n, p * (1 - p) / var) if var > 0 else n
+    lo, hi = wilson(p * n_eff, n_eff)
+    return p, lo, hi, n_eff
 
 
 def t_quantile(p: float, df: float) -> float:
@@ -126,8 +150,7 @@ class MatchResult:
         mean, lo, hi = mean_interval(self.deal_diffs)
         wins = int((self.a_points > HALF).sum())
         ties = int((self.a_points == HALF).sum())
-        share = (wins + ties / 2) / self.hands
-        w_lo, w_hi = wilson(wins + ties / 2, self.hands)
+        share, w_lo, w_hi, _ = wilson_by_deal(won_by_deal(self.a_points), np.full(self.deals, 2))
         rnd = lambda v, k=3: None if v is None else round(v, k)
         return {
             "a": self.a, "b": self.b, "a_cheating": self.a_cheating,
@@ -235,4 +258,5 @@ def policy_rates(results: Sequence[MatchResult]) -> dict[str, dict]:
 
 
 __all__ = ["Clock", "MatchResult", "play_batch", "play_match", "round_robin", "policy_rates",
-           "mean_interval", "t_quantile", "DIFF_INTERVAL", "WIN_INTERVAL"]
+           "mean_interval", "t_quantile", "won_by_deal", "wilson_by_deal", "DIFF_INTERVAL",
+           "WIN_INTERVAL"]

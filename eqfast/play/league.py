@@ -40,7 +40,9 @@ deal, the declarer's team, decisions and seconds of both sides), each written at
 running again continues every pair where its file ends and never replays a saved deal.
 A different seed start, run seed or declaration mode, a panel that drops a policy or
 weights that changed under a policy's name are refused (`LeagueStateError`); a panel
-that adds policies appends them and plays their pairs. The stopping rule (target, minimum,
+that adds policies appends them and plays their pairs. `rename_entry` re-points a stored
+policy to another spec with the same weights (a shipped model kept under a new name when a
+new one takes the default name), in the state and in every pair file. The stopping rule (target, minimum,
 maximum, chunk) may change between runs: it decides only how far each pair goes.
 
 Ratings:
@@ -90,11 +92,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..bidding.stats import wilson
 from ..engine.games import parse_decl_mode
 from ..rules.tables import TOTAL_POINTS
 from ..utils.atomic import atomic_path, atomic_write_text
-from .arena import HALF, Clock, mean_interval, play_batch, t_quantile
+from .arena import (HALF, Clock, mean_interval, play_batch, t_quantile, wilson_by_deal,
+                    won_by_deal)
 # the panel, first deal and stopping defaults (defined without torch, for --help)
 from .names import (DEFAULT_CHUNK_HANDS, DEFAULT_MAX_HANDS, DEFAULT_MIN_HANDS,  # noqa: F401
                     DEFAULT_PANEL, DEFAULT_SEED_START, DEFAULT_TARGET_CI)
@@ -265,8 +267,8 @@ def policy_identity(spec: str, policy) -> str | None:
     Stage 2 weights file, or of an E[Q] player's oracle weights; None otherwise."""
     name, sep, arg = spec.strip().partition(":")
     if name == "stage2":
-        from ..stage2.weights import DEFAULT_STAGE2
-        path = Path(arg) if sep and arg else Path(DEFAULT_STAGE2)
+        from ..stage2.weights import stage2_weights
+        path = stage2_weights(arg)
         return _sha(path) if path.is_file() else None
     ident = getattr(policy, "identity", None)
     if isinstance(ident, dict) and ident.get("sha256"):
@@ -460,6 +462,57 @@ def open_league(directory, specs: Sequence[str] | None,
     if state != stored:
         atomic_write_text(state_path, json.dumps(state, indent=1) + "\n")
     return League(directory, settings, entries, [built[n][1] for n in order])
+
+
+def rename_entry(directory, old: str, spec: str, build: Callable[[str, int], Policy]) -> Entry:
+    """Re-point the stored policy named `old` to `spec`, which must play it with the same
+    weights (the same fingerprint): how a league keeps a shipped model's pairs when a new
+    model takes the default name (`stage2` -> `stage2:stage2_eq`, the old file kept under
+    eqfast/models). The state file is written first, then each pair file holding `old`;
+    running it again after a kill finishes the pair files. LeagueStateError naming the
+    problem; ValueError for a bad spec."""
+    directory = Path(directory)
+    state_path = directory / STATE_FILE
+    if not state_path.exists():
+        raise LeagueStateError(f"--league {directory}: holds no league ({STATE_FILE} missing)")
+    state = _read_state(state_path)
+    settings = resolve_settings(state, {}, directory)
+    entries = [Entry(**e) for e in state["panel"]]
+    policy = build(spec, settings.run_seed)
+    new = Entry(spec, policy.name, bool(policy.cheating), policy_identity(spec, policy))
+    names = [e.name for e in entries]
+    if old not in names:
+        if new.name not in names:
+            raise LeagueStateError(f"--rename: {directory} has no policy {old} (its panel: "
+                                   f"{', '.join(names)})")
+        k = names.index(new.name)          # a finished rename, or one cut short: pairs next
+    else:
+        if new.name in names:
+            raise LeagueStateError(f"--rename: {directory} already has a policy {new.name}")
+        k = names.index(old)
+        if entries[k].identity is None or entries[k].identity != new.identity:
+            raise LeagueStateError(
+                f"--rename: {spec} is not the player stored as {old} (fingerprint "
+                f"{new.identity}, stored {entries[k].identity}); only a policy with the same "
+                f"weights file contents can be re-pointed")
+        entries[k] = new
+        atomic_write_text(state_path, json.dumps({**state, "panel": [asdict(e) for e in entries]},
+                                                 indent=1) + "\n")
+    for i in range(len(entries)):
+        for j in range(i + 1, len(entries)):
+            path = directory / PAIRS_DIR / f"pair-{i:02d}-{j:02d}.npz"
+            if k not in (i, j) or not path.exists():
+                continue
+            a, b = (old if i == k else entries[i].name), (old if j == k else entries[j].name)
+            try:
+                pair = PairState.load(path, i, j, a, b, settings.seed_start)
+            except LeagueStateError:       # already renamed (this is checked on loading)
+                PairState.load(path, i, j, entries[i].name, entries[j].name,
+                               settings.seed_start)
+                continue
+            pair.a, pair.b = entries[i].name, entries[j].name
+            pair.save(path, settings.seed_start)
+    return new
 
 
 # ---------------------------------------------------------------------------- ratings
@@ -686,16 +739,11 @@ def clustered_share(hits: Sequence[np.ndarray]) -> dict:
     opponents counts once as a draw), never more than the hands themselves."""
     m = _by_deal([np.asarray(h, np.float64) for h in hits])
     k_d, n_d = m.sum(axis=1), _by_deal([np.ones(len(h)) for h in hits]).sum(axis=1)
-    k, n = float(k_d.sum()), int(n_d.sum())
+    n = int(n_d.sum())
     if n == 0:
         return {"count": 0, "hands": 0, "share": None, "ci95": [0.0, 1.0], "n_eff": 0.0}
-    p = k / n
-    deals = len(k_d)
-    var = float(((k_d - p * n_d) ** 2).sum()) / n ** 2 * (deals / (deals - 1) if deals > 1
-                                                          else 1.0)
-    n_eff = min(float(n), p * (1 - p) / var) if var > 0 else float(n)
-    lo, hi = wilson(p * n_eff, n_eff)
-    return {"count": int(k), "hands": n, "share": p, "ci95": [lo, hi], "n_eff": n_eff}
+    p, lo, hi, n_eff = wilson_by_deal(k_d, n_d)
+    return {"count": int(k_d.sum()), "hands": n, "share": p, "ci95": [lo, hi], "n_eff": n_eff}
 
 
 def _git_commit() -> str | None:
@@ -711,7 +759,7 @@ def pair_summary(p: PairState, s: LeagueSettings) -> dict:
     mean, lo, hi = mean_interval(p.deal_diffs) if p.deals else (None, None, None)
     wins = int((p.a_points > HALF).sum())
     ties = int((p.a_points == HALF).sum())
-    w_lo, w_hi = wilson(wins + ties / 2, p.hands)
+    _, w_lo, w_hi, _ = wilson_by_deal(won_by_deal(p.a_points), np.full(p.deals, 2))
     rate = lambda d, t: d / t if t > 0 else None
     return {"a": p.a, "b": p.b, "deals": p.deals, "hands": p.hands, "status": p.status(s),
             "seed_range": [s.seed_start, s.seed_start + p.deals - 1] if p.deals else None,

@@ -285,9 +285,9 @@ class Stage2Policy:
     cheating = False
 
     def __init__(self, path=None, device="cpu"):
-        from ..stage2.weights import DEFAULT_STAGE2, load_stage2
+        from ..stage2.weights import load_stage2, stage2_weights
 
-        self.model = load_stage2(DEFAULT_STAGE2 if path is None else path).to(device)
+        self.model = load_stage2(stage2_weights(path)).to(device)
         self.name = "stage2" if path is None else f"stage2:{path}"
 
     def decide(self, games, seeds, decision):

@@ -48,12 +48,12 @@ class SearchPolicy:
     def __init__(self, n_worlds: int = DEFAULT_SEARCH_WORLDS,
                  turns: int = DEFAULT_SEARCH_TURNS, path=None, run_seed: int = 0,
                  device="cpu"):
-        from ..stage2.weights import DEFAULT_STAGE2, load_stage2
+        from ..stage2.weights import load_stage2, stage2_weights
 
         if n_worlds < 1:
             raise ValueError(f"the number of worlds must be >= 1, got {n_worlds}")
         check_turns(turns)
-        self.model = load_stage2(DEFAULT_STAGE2 if path is None else path).to(device).eval()
+        self.model = load_stage2(stage2_weights(path)).to(device).eval()
         self.n_worlds, self.turns, self.run_seed = n_worlds, turns, run_seed
         self.name = f"search:{n_worlds}:{turns}" + ("" if path is None else f":{path}")
 

@@ -22,7 +22,6 @@ Engine takes it as its behaviour model (`Stage2Behaviour`; `eqfast-generate --po
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import torch
 
@@ -96,14 +95,14 @@ def behaviour_from_spec(spec: str, device, eager: bool = False):
     `eqfast.oracle.factory.oracle_from_spec`. The identity names the model as the spec,
     so a run's metadata rebuilds it. ValueError (naming the file) when it cannot load."""
     from ..oracle.factory import is_stage2_spec, oracle_from_spec, unknown_spec
-    from .weights import DEFAULT_STAGE2, load_stage2
+    from .weights import load_stage2, stage2_weights
 
     problem = unknown_spec(spec, behaviour=True)
     if problem is not None:
         raise ValueError(problem)
     if not is_stage2_spec(spec):
         return oracle_from_spec(spec, device, eager=eager)
-    path = Path(spec[len("stage2:"):]) if spec != "stage2" else DEFAULT_STAGE2
+    path = stage2_weights(spec[len("stage2:"):])
     if not path.is_file():
         raise ValueError(f"{spec}: no such Stage 2 weights file {path}")
     model = load_stage2(path)

@@ -101,7 +101,7 @@ def play_policy_from_spec(spec: str, device="cpu"):
     import hashlib
     from pathlib import Path
 
-    from .weights import DEFAULT_STAGE2, load_stage2
+    from .weights import load_stage2, stage2_weights
 
     if spec == "expert":
         from ..play import expert
@@ -111,7 +111,7 @@ def play_policy_from_spec(spec: str, device="cpu"):
         return ExpertPlay(), {"name": spec, "path": str(source), "sha256": sha}
     if spec != "stage2" and not spec.startswith("stage2:"):
         raise ValueError(f"unknown play policy {spec!r} (choose stage2, stage2:PATH or expert)")
-    path = Path(spec[len("stage2:"):]) if spec != "stage2" else DEFAULT_STAGE2
+    path = stage2_weights(spec[len("stage2:"):])
     if not path.is_file():
         raise ValueError(f"{spec}: no such Stage 2 weights file {path}")
     model = load_stage2(path)

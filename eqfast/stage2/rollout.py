@@ -28,7 +28,6 @@ perfect-information oracles (docs/STAGE2.md, "Rollout labels").
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import torch
 
@@ -127,7 +126,7 @@ def is_rollout_spec(spec: str | None) -> bool:
 def rollout_from_spec(spec: str, device="cpu"):
     """(RolloutOracle, identity) for 'rollout[:T[:WEIGHTS]]' (T default 7, the shipped
     Stage 2 model by default). ValueError naming the problem."""
-    from .weights import DEFAULT_STAGE2, load_stage2
+    from .weights import load_stage2, stage2_weights
 
     parts = spec.split(":", 2)[1:]
     turns = DEFAULT_ROLLOUT_TURNS
@@ -136,7 +135,7 @@ def rollout_from_spec(spec: str, device="cpu"):
             raise ValueError(f"{spec!r}: the look-ahead T must be a whole number 1..7, "
                              f"got {parts[0]!r}")
         turns = int(parts[0])
-    path = Path(parts[1]) if len(parts) > 1 else DEFAULT_STAGE2
+    path = stage2_weights(parts[1] if len(parts) > 1 else None)
     model = load_stage2(path).to(device)                 # Stage2WeightsError names the file
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     oracle = RolloutOracle(model, turns)

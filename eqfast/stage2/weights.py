@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from ..engine.transcript import TOKENIZER_VERSION
-from ..paths import DEFAULT_STAGE2  # noqa: F401  (re-exported)
+from ..paths import DEFAULT_STAGE2, stage2_weights  # noqa: F401  (re-exported)
 from ..utils import weights_file
 from .model import Stage2Model, build_model
 
