@@ -13,12 +13,12 @@ An arm runs three steps, each resumable (re-run the same command after a kill):
          /proc, so the machine's load does not change an arm's budget, only its wall
          time). The CPU spent so far is kept in ARM/state.json; a re-run continues with
          what is left.
-  train  `eqfast-train-stage2` with one recipe for every arm (the shipped model's loss and
+  train  `eqfast-train-stage2` with one recipe for every arm (the E[Q] model's loss and
          summary: `--seen-tiles 2 --loss nll --centered-weight 1`, lr 2e-3, --steps
          steps of 256 records; steps, not seconds, so the load cannot favour an arm).
          `--init` starts every arm from the same weights instead of from scratch.
   play   duplicate matches of the arm's best weights against `expert` and against the
-         shipped Stage 2, --hands hands each, deals from 4,000,000,000 (above the
+         E[Q] model `stage2:stage2_eq`, --hands hands each, deals from 4,000,000,000 (above the
          league's 3,000,000,000 range and every training seed; eqfast/play/league.py).
 `--table` prints one row per trained model (arm and training seed): CPU minutes, games
 made, the matches' points per hand with 95% intervals, ranked by the margin against
@@ -59,19 +59,22 @@ ARMS = {
     "network": NET,
     "cpu-default": [],
     "posterior": ["--posterior"],
-    "posterior-stage2": ["--posterior", "--behaviour-oracle", "stage2", "--tau", "3",
+    "posterior-stage2": ["--posterior", "--behaviour-oracle", "stage2:stage2_eq", "--tau", "3",
                          "--window", "16", "--pipeline", "reference"],
     "network-n25": ["--oracle", "default", "--n-samples", "25"],
     "network-n400": ["--oracle", "default", "--n-samples", "400"],
     "network-explore": NET + ["--epsilon", "0.05", "--blunder-rate", "0.1"],
     "network-expert-play": NET + ["--play-policy", "expert", "--pipeline", "reference"],
-    "network-stage2-play": NET + ["--play-policy", "stage2", "--pipeline", "reference"],
+    "network-stage2-play": NET + ["--play-policy", "stage2:stage2_eq", "--pipeline",
+                                  "reference"],
 }
 RECIPE = ["--seen-tiles", "2", "--loss", "nll", "--centered-weight", "1", "--lr", "2e-3",
           "--warmup", "300", "--eval-every", "500", "--val-rows", "10000", "--threads", "1",
           "--quiet"]
 EVAL_SEED = 4_000_000_000
-OPPONENTS = ("expert", "stage2")
+#: key in ARM/play*.json -> the opponent's spec. The Stage 2 arms and opponent are the E[Q]
+#: model the table was measured with (`stage2_eq`), not whichever model ships now.
+OPPONENTS = {"expert": "expert", "stage2": "stage2:stage2_eq"}
 CLK = os.sysconf("SC_CLK_TCK")
 
 
@@ -162,11 +165,11 @@ def step_play(arm: str, arm_dir: Path, weights: Path, hands: int, train_seed: in
     out_path = play_path(arm_dir, train_seed)
     done = json.loads(out_path.read_text()) if out_path.exists() else {}
     me = policy_from_spec(f"stage2:{weights}")
-    for opp in OPPONENTS:
+    for opp, spec in OPPONENTS.items():
         if opp in done and done[opp]["hands"] == hands:
             continue
-        print(f"[{arm}] play: against {opp}, {hands} hands", flush=True)
-        r = play_match(me, policy_from_spec(opp), range(EVAL_SEED, EVAL_SEED + hands // 2),
+        print(f"[{arm}] play: against {spec}, {hands} hands", flush=True)
+        r = play_match(me, policy_from_spec(spec), range(EVAL_SEED, EVAL_SEED + hands // 2),
                        batch=250)
         done[opp] = r.summary()
         atomic_write_text(out_path, json.dumps(done, indent=1) + "\n")
@@ -191,7 +194,7 @@ def table(out: Path) -> str:
                      str(state.get("games", "")), *cells))
     rows.sort(key=lambda r: -r[0])
     head = ("arm", "training seed", "CPU min", "games", "vs expert (hands)",
-            "vs shipped stage2 (hands)")
+            "vs stage2_eq (hands)")
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     lines += ["| " + " | ".join(r[1:]) + " |" for r in rows]
     return "\n".join(lines)

@@ -22,7 +22,8 @@ scores only its last K steps of them, and a variant without the actor's own play
 those steps. Intervals are 95% over games (the tiles and moves of one game are not
 independent).
 
-A variant with `beh=stage2` scores the plays with the shipped Stage 2 model instead of the
+A variant with `beh=stage2` scores the plays with a Stage 2 model (`--stage2`; by default
+the E[Q] model `stage2_eq` the recorded figures used) instead of the
 network's perfect-information Q (`eqfast.stage2.behaviour.window_values`): each world's
 deal is replayed through the public plays and, at every window step, the actor's
 transcript in that world (its hand there, the plays so far) gives the model's E[Q] per
@@ -52,7 +53,7 @@ from eqfast.engine import pipeline
 from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.posterior import PosteriorConfig
 from eqfast.stage2.behaviour import window_values
-from eqfast.stage2.weights import load_stage2
+from eqfast.stage2.weights import load_stage2, stage2_weights
 from eqfast.engine.worlds import own_play_steps
 from eqfast.oracle import ExactOracle, load_default_oracle
 
@@ -67,7 +68,7 @@ DEFAULT_VARIANTS = ("spec,skip-own-plays,tau=3,tau=5,tau=20,tau=30,beta=0,beta=0
 
 def parse_variant(text: str) -> tuple[PosteriorConfig, str]:
     """(config, behaviour model) of a named variant, or of PosteriorConfig fields joined by
-    '+' ('tau=3+window_k=16'), where 'beh=stage2' scores the plays with the shipped Stage 2
+    '+' ('tau=3+window_k=16'), where 'beh=stage2' scores the plays with the --stage2
     model instead of the network's perfect-information Q ('beh=network', the default)."""
     if text in NAMED:
         return NAMED[text], "network"
@@ -215,6 +216,9 @@ def main() -> None:
                     help="the players' oracle: the shipped network, or the exact solver (the "
                          "behaviour model stays the network, as in the CPU default)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--stage2", default="stage2_eq", metavar="WEIGHTS",
+                    help="the Stage 2 model of beh=stage2 variants (a file, or the name of one "
+                         "in eqfast/models; the E[Q] model by default, as the recorded figures)")
     a = ap.parse_args()
     names = a.variants.split(",")
     try:
@@ -231,7 +235,7 @@ def main() -> None:
     engine = Engine(ExactOracle() if a.oracle == "exact" else network,
                     EngineConfig(n_samples=a.n_samples, posterior=played, seed=0,
                                  store_worlds=True), behaviour_oracle=network)
-    stage2 = (load_stage2() if any(b == "stage2" for _, b in variants.values()) else None)
+    stage2 = (load_stage2(stage2_weights(a.stage2)) if any(b == "stage2" for _, b in variants.values()) else None)
     probe = Probe(engine, variants, stage2)
     players = "the exact solver" if a.oracle == "exact" else "the shipped network"
     print(f"{a.games} games from seed {a.seed_start}, N = {a.n_samples}, greedy players "

@@ -656,6 +656,26 @@ def test_policy_on_recorded_states_plays_the_argmax_of_mu(records):
     assert seen_reordered > 0
 
 
+def test_a_bare_name_finds_a_model_kept_under_eqfast_models(tmp_path, monkeypatch):
+    """`stage2:NAME` is eqfast/models/NAME.safetensors from any directory (the league's
+    `stage2:stage2_eq`); a path, or a name with no such file, is taken as given."""
+    from eqfast.paths import DEFAULT_STAGE2, MODELS, stage2_weights
+    from eqfast.play.policies import policy_from_spec
+
+    monkeypatch.chdir(tmp_path)
+    assert stage2_weights(None) == stage2_weights("") == DEFAULT_STAGE2
+    assert stage2_weights("stage2_eq") == MODELS / "stage2_eq.safetensors"
+    assert stage2_weights("nothing_here").name == "nothing_here"
+    assert str(stage2_weights("runs/x/best.safetensors")) == "runs/x/best.safetensors"
+    player = policy_from_spec("stage2:stage2_eq")
+    assert player.name == "stage2:stage2_eq"
+    kept = load_stage2(MODELS / "stage2_eq.safetensors")
+    assert all(torch.equal(a, b) for a, b in zip(player.model.state_dict().values(),
+                                                  kept.state_dict().values()))
+    with pytest.raises(ValueError, match="nothing_here"):
+        policy_from_spec("stage2:nothing_here")
+
+
 def test_shipped_model_loads_and_beats_a_random_legal_move(records):
     """eqfast/models/stage2.safetensors: small, with its data card and test figures, and on
     this test's own games its choices lose less E[Q] than a uniformly random legal move."""
