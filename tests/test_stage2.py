@@ -667,6 +667,7 @@ def test_a_bare_name_finds_a_model_kept_under_eqfast_models(tmp_path, monkeypatc
     assert stage2_weights("stage2_eq") == MODELS / "stage2_eq.safetensors"
     assert stage2_weights("nothing_here").name == "nothing_here"
     assert str(stage2_weights("runs/x/best.safetensors")) == "runs/x/best.safetensors"
+    assert stage2_weights(tmp_path / "stage2_eq") == tmp_path / "stage2_eq"   # a Path: as given
     player = policy_from_spec("stage2:stage2_eq")
     assert player.name == "stage2:stage2_eq"
     kept = load_stage2(MODELS / "stage2_eq.safetensors")
