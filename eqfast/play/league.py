@@ -190,7 +190,7 @@ class PairState:
     @property
     def deal_wins(self) -> np.ndarray:
         """A's hands won on each deal (0..2; a 21-21 tie counts half)."""
-        return ((self.a_points > HALF) + 0.5 * (self.a_points == HALF)).sum(axis=1)
+        return won_by_deal(self.a_points)
 
     def half_width(self) -> float | None:
         """Half-width of the 95% t interval of points per hand (None below 2 deals)."""
@@ -244,6 +244,11 @@ class PairState:
 
 
 # ---------------------------------------------------------------------------- the league
+def pair_path(directory: Path, i: int, j: int) -> Path:
+    """The state file of pair (I, J), I < J panel indices."""
+    return Path(directory) / PAIRS_DIR / f"pair-{i:02d}-{j:02d}.npz"
+
+
 @dataclass
 class Entry:
     """One panel member: the spec it was built from, its name, whether it cheats, and a
@@ -299,7 +304,7 @@ class League:
         return [e.name for e in self.entries]
 
     def pair_path(self, i: int, j: int) -> Path:
-        return self.directory / PAIRS_DIR / f"pair-{i:02d}-{j:02d}.npz"
+        return pair_path(self.directory, i, j)
 
     def unfinished(self) -> list[PairState]:
         return [p for p in self.pairs if p.status(self.settings) == "playing"]
@@ -500,7 +505,7 @@ def rename_entry(directory, old: str, spec: str, build: Callable[[str, int], Pol
                                                  indent=1) + "\n")
     for i in range(len(entries)):
         for j in range(i + 1, len(entries)):
-            path = directory / PAIRS_DIR / f"pair-{i:02d}-{j:02d}.npz"
+            path = pair_path(directory, i, j)
             if k not in (i, j) or not path.exists():
                 continue
             a, b = (old if i == k else entries[i].name), (old if j == k else entries[j].name)
@@ -759,7 +764,7 @@ def pair_summary(p: PairState, s: LeagueSettings) -> dict:
     mean, lo, hi = mean_interval(p.deal_diffs) if p.deals else (None, None, None)
     wins = int((p.a_points > HALF).sum())
     ties = int((p.a_points == HALF).sum())
-    _, w_lo, w_hi, _ = wilson_by_deal(won_by_deal(p.a_points), np.full(p.deals, 2))
+    _, w_lo, w_hi, _ = wilson_by_deal(p.deal_wins, np.full(p.deals, 2))
     rate = lambda d, t: d / t if t > 0 else None
     return {"a": p.a, "b": p.b, "deals": p.deals, "hands": p.hands, "status": p.status(s),
             "seed_range": [s.seed_start, s.seed_start + p.deals - 1] if p.deals else None,
