@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -265,3 +266,29 @@ def test_iterate_rollout_labels_use_the_parent(tmp_path):
     assert iterate.parent_rollout("rollout:3:/x.safetensors", parent) == "rollout:3:/x.safetensors"
     assert iterate.parent_rollout("default", parent) == "default"
     assert iterate.parent_rollout("rollout", parent) == f"rollout:7:{parent}"
+
+
+def test_iterate_replay_trains_on_the_last_generations(tmp_path, capsys):
+    """--replay 2: generation 2 trains on its own games and generation 1's; a card written
+    before --replay existed resumes as --replay 1."""
+    run = tmp_path / "run"
+    assert iterate.main(["--run", str(run), "--generations", "1", *TINY]) == 0
+    card_path = run / "gen-1" / "card.json"
+    card = json.loads(card_path.read_text())
+    assert card["settings"]["replay"] == 1
+    del card["settings"]["replay"], card["steps"]["match"]
+    card["finished"] = False
+    card_path.write_text(json.dumps(card))
+    assert iterate.main(["--run", str(run), "--generations", "1", *TINY]) == 0
+    assert json.loads(card_path.read_text())["finished"]
+    assert iterate.main(["--run", str(run), "--generations", "2", *TINY, "--replay", "2"]) == 0
+    data = json.loads((run / "gen-2" / "data_card.json").read_text())
+    assert data["data"] == [str(run / "gen-2" / "data"), str(run / "gen-1" / "data")]
+    own = json.loads((run / "gen-1" / "data_card.json").read_text())
+    assert data["splits"]["train"]["records"] > own["splits"]["train"]["records"]
+    assert iterate.replay_data(run, 1, 3) == [str(run / "gen-1" / "data")]
+    shutil.rmtree(run / "gen-1" / "data")
+    with pytest.raises(ValueError, match="--replay 2"):
+        iterate.replay_data(run, 2, 2)
+    assert iterate.main(["--run", str(run), "--replay", "0", *TINY]) == 2
+    assert "--replay" in capsys.readouterr().err

@@ -16,7 +16,8 @@ from eqfast.engine.games import setup_games
 from eqfast.engine.transcript import current_hand_order, transcript_tokens
 from eqfast.rules.batched import BatchedGames
 from eqfast.rules.tables import FOLLOWS, LED_SUIT, TILE_ID, torch_tables
-from eqfast.stage2.data import prepare_rows
+from eqfast.data.shards import ShardError
+from eqfast.stage2.data import data_hash, load_split, prepare_rows
 from eqfast.stage2.model import (build_model, export_program, forward_by_length, length_groups,
                                  script_model, seen_matrix, trim_tokens, void_matrix)
 from eqfast.stage2.policy import current_legal, stage2_slots
@@ -505,6 +506,51 @@ def test_train_cli_bad_flags_exit_2(dataset, tmp_path, capsys, flags, needle):
 def test_train_cli_bad_data_exit_2(tmp_path, capsys):
     assert train_stage2.main(["--data", str(tmp_path / "none"), "--run", str(tmp_path / "r")]) == 2
     assert "--data" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def dataset2(tmp_path_factory):
+    """A second, smaller run on other seeds (the union of runs)."""
+    out = tmp_path_factory.mktemp("stage2b") / "data"
+    assert generate.main(["--out", str(out), "--games", "20", "--games-per-batch", "20",
+                          "--seed-start", "5000", "--n-samples", "4", "--threads", "1",
+                          "--quiet", "--control-variate", "none"]) == 0
+    return out
+
+
+def test_union_of_two_runs_reads_both_and_is_recorded(dataset, dataset2, tmp_path):
+    for split in ("train", "val"):
+        a, b = load_split(dataset, split)[0], load_split(dataset2, split)[0]
+        both, metas = load_split([dataset, dataset2], split)
+        assert len(both) == len(a) + len(b) and len(metas) == 2
+        assert set(both["seed"].tolist()) == set(a["seed"].tolist()) | set(b["seed"].tolist())
+        key = both["game_idx"] * 64 + both["decision_idx"]
+        assert bool((key[1:] > key[:-1]).all())                  # sorted by (game, decision)
+    h = {data_hash(dataset), data_hash(dataset2), data_hash([dataset, dataset2]),
+         data_hash([dataset2, dataset])}
+    assert len(h) == 4
+    train(tiny_config(dataset, tmp_path / "run", data=[str(dataset), str(dataset2)], steps=2,
+                      eval_every=2),
+          log=quiet, progress=False)
+    card = load_stage2_with_meta(tmp_path / "run" / "last.safetensors")[1]["train"]["data_card"]
+    assert card["data"] == [str(dataset), str(dataset2)]
+    assert card["splits"]["train"]["games"] + card["splits"]["val"]["games"] <= N_GAMES + 20
+    assert card["seed_max"] >= 5000 and card["seed_min"] < 5000
+    assert [o["n_samples"] for o in card["oracles"]] == [8, 4]
+
+
+def test_union_with_a_game_seed_twice_is_refused(dataset, tmp_path, capsys):
+    again = tmp_path / "again"
+    again.symlink_to(dataset, target_is_directory=True)
+    with pytest.raises(ShardError, match="both hold game seed"):
+        load_split([dataset, again], "train")
+    status = train_stage2.main(["--data", str(dataset), "--data", str(dataset),
+                                "--run", str(tmp_path / "r")])
+    assert status == 2 and "twice" in capsys.readouterr().err
+    status = train_stage2.main(["--data", str(dataset), "--data", str(tmp_path / "none"),
+                                "--run", str(tmp_path / "r")])
+    assert status == 2 and "none" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 # ---------------------------------------------------------------- evaluation

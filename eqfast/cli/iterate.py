@@ -74,7 +74,9 @@ SETTING_KEYS = ("games", "games_per_batch", "seed_start", "run_seed", "oracle", 
                 "label_args", "posterior", "tau", "window", "temperature", "epsilon",
                 "blunder_rate", "blunder_max_regret", "steps", "batch", "lr", "warmup",
                 "loss", "centered_weight", "mc_weight", "train_seed", "eval_every",
-                "val_rows", "match_deals", "match_seed_start")
+                "val_rows", "match_deals", "match_seed_start", "replay")
+#: a setting added since some runs started: its value in a card that lacks it
+SETTING_DEFAULTS = {"replay": 1}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-every", type=int, default=500,
                    help="steps between validations (the best one is kept)")
     t.add_argument("--val-rows", type=int, default=30000, help="validation records used")
+    t.add_argument("--replay", type=int, default=1, metavar="K",
+                   help="train generation k on the games of the last K generations (its own "
+                        "and those of the K - 1 before it, each labelled with its own "
+                        "parent's values) instead of its own alone")
 
     m = p.add_argument_group("the match against the parent (eqfast.play.arena)")
     m.add_argument("--match-deals", type=int, default=5000,
@@ -199,6 +205,18 @@ def generate_argv(s: dict, gen: int, data: Path, parent: Path, threads: int) -> 
         argv += ["--posterior", "--behaviour-oracle", f"stage2:{parent}", "--tau",
                  str(s["tau"]), "--window", str(s["window"])]
     return argv + shlex.split(s["label_args"])
+
+
+def replay_data(run: Path, gen: int, replay: int) -> list[str]:
+    """The data directories generation `gen` trains on: its own, then those of the
+    `replay` - 1 generations before it (as far back as generation 1). Their seeds never
+    overlap (SEED_STRIDE apart)."""
+    dirs = [run / f"gen-{g}" / "data" for g in range(gen, max(0, gen - replay), -1)]
+    for d in dirs[1:]:
+        if not (d / "train").is_dir():
+            raise ValueError(f"--replay {replay}: {d} holds no data (an earlier generation's "
+                             "games are read again; keep them or lower --replay)")
+    return [str(d) for d in dirs]
 
 
 def parent_rollout(oracle: str, parent: Path) -> str:
@@ -266,8 +284,8 @@ def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
         card = read_json(card_path)
         if card.get("finished"):
             return card
-        diff = {k: (card["settings"].get(k), wanted[k]) for k in SETTING_KEYS
-                if card["settings"].get(k) != wanted[k]}
+        had = {**SETTING_DEFAULTS, **card["settings"]}
+        diff = {k: (had.get(k), wanted[k]) for k in SETTING_KEYS if had.get(k) != wanted[k]}
         if diff:
             raise ValueError(f"{card_path}: generation {gen} was started with other settings ("
                              + ", ".join(f"{k}: {a!r} there, {b!r} now"
@@ -285,7 +303,7 @@ def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
                 "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                 "steps": {}, "finished": False}
         write_json(card_path, card)
-    s, steps = card["settings"], card["steps"]
+    s, steps = {**SETTING_DEFAULTS, **card["settings"]}, card["steps"]
 
     def done(step: str, info: dict) -> None:
         steps[step] = info
@@ -301,7 +319,9 @@ def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
 
     if "train" not in steps:
         log(f"gen {gen}: train {s['steps']} steps from {parent}")
-        cfg = TrainConfig(data=str(here / "data"), run=str(here / "train"), arch=arch,
+        data = replay_data(run, gen, s["replay"])
+        cfg = TrainConfig(data=data[0] if len(data) == 1 else data, run=str(here / "train"),
+                          arch=arch,
                           loss=s["loss"], centered_weight=s["centered_weight"],
                           steps=s["steps"], batch=s["batch"], lr=s["lr"], warmup=s["warmup"],
                           seed=s["train_seed"], val_rows=s["val_rows"],
@@ -366,7 +386,7 @@ def write_summary(run: Path, cards: list[dict], stopped: str) -> dict:
 
 def check_args(a) -> str | None:
     for name in ("generations", "threads", "games", "games_per_batch", "steps", "batch",
-                 "eval_every", "val_rows", "match_deals"):
+                 "eval_every", "val_rows", "match_deals", "replay"):
         if getattr(a, name) < 1:
             return f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)}"
     if a.games > SEED_STRIDE:

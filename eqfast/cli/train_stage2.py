@@ -4,8 +4,10 @@
     eqfast-train-stage2 --data D --run R --loss nll --time-budget 1800
     eqfast-train-stage2 --data D --run R --d-model 96 --layers 2 --forced-weight 0.2
     eqfast-train-stage2 --data D --run R2 --init eqfast/models/stage2.safetensors --lr 1e-3
+    eqfast-train-stage2 --data D1 --data D2 --run R3     # the union of two runs' records
 
-Reads the train and val splits of an `eqfast-generate --out DIR` directory. Re-running
+Reads the train and val splits of an `eqfast-generate --out DIR` directory (or of
+several, whose game seeds must not overlap). Re-running
 the same command resumes from <run>/checkpoint.safetensors. See docs/STAGE2.md.
 """
 from __future__ import annotations
@@ -22,8 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     ap = argparse.ArgumentParser(prog="eqfast-train-stage2", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
-    ap.add_argument("--data", required=True, type=path_arg,
-                    help="an eqfast-generate output directory (its train/ and val/ splits)")
+    ap.add_argument("--data", required=True, type=path_arg, action="append",
+                    help="an eqfast-generate output directory (its train/ and val/ splits); "
+                         "given several times, the union of their records (their game seeds "
+                         "must not overlap)")
     ap.add_argument("--run", required=True, type=path_arg,
                     help="run directory (checkpoint, best/last weights, history.jsonl)")
     ap.add_argument("--d-model", type=int, default=DEFAULT_CONFIG["d_model"], help="model width")
@@ -130,7 +134,13 @@ def check_args(a) -> str | None:
     problem = device_problem(a.device)
     if problem is not None:
         return problem
-    return records_dir_problem(a.data, ("train", "val"))
+    if len(set(a.data)) < len(a.data):
+        return "--data names the same directory twice"
+    for data in a.data:
+        problem = records_dir_problem(data, ("train", "val"))
+        if problem is not None:
+            return problem
+    return None
 
 
 def main(argv=None) -> int:
@@ -149,7 +159,8 @@ def main(argv=None) -> int:
     arch = {"d_model": a.d_model, "n_layers": a.layers, "n_heads": a.heads, "d_ff": a.d_ff,
             "var_head": 0 if a.no_var_head else 1, "seen_tiles": a.seen_tiles,
             **({"policy_head": 1} if a.policy_weight > 0 else {})}
-    cfg = TrainConfig(data=a.data, run=a.run, arch=arch, loss=a.loss,
+    data = a.data[0] if len(a.data) == 1 else a.data     # one directory: as before
+    cfg = TrainConfig(data=data, run=a.run, arch=arch, loss=a.loss,
                       forced_weight=a.forced_weight, centered_weight=a.centered_weight,
                       steps=a.steps, batch=a.batch, lr=a.lr, weight_decay=a.weight_decay,
                       warmup=a.warmup, seed=a.seed, val_rows=a.val_rows,

@@ -25,6 +25,7 @@ Per record (docs/DATASET.md, schema 2.1):
                               move as the game went on: same frame and units as E[Q],
                               docs/DATASET.md); `mc_target`
 
+`load_split` reads one eqfast-generate directory or the union of several (`data_dirs`).
 `data_card` summarizes where the records came from (for the weights file's metadata) and
 `data_hash` fingerprints the shards read, from the SHA-256 their sidecars record.
 """
@@ -76,10 +77,14 @@ def prepare_rows(records: DecisionRecords, forced_weight: float = FORCED_WEIGHT,
     return rows
 
 
-def load_split(data, split: str) -> tuple[DecisionRecords, list[dict]]:
-    """(records, shard metadata) of one split of an eqfast-generate directory; ShardError
-    naming the directory when the split has no shards or no records."""
-    root = Path(data)
+def data_dirs(data) -> list[Path]:
+    """The eqfast-generate directories of `data`: one path, or a list or tuple of them (a
+    model trained on the union of several runs' records, e.g. the improvement loop's
+    replay of earlier generations)."""
+    return [Path(d) for d in data] if isinstance(data, (list, tuple)) else [Path(data)]
+
+
+def _load_one(root: Path, split: str) -> tuple[DecisionRecords, list[dict]]:
     if not (root / split).is_dir():
         raise ShardError(f"{root}: no {split}/ directory (expected the output of "
                          "eqfast-generate --out DIR)")
@@ -90,14 +95,37 @@ def load_split(data, split: str) -> tuple[DecisionRecords, list[dict]]:
     return records, metas
 
 
+def load_split(data, split: str) -> tuple[DecisionRecords, list[dict]]:
+    """(records, shard metadata) of one split of an eqfast-generate directory, or of the
+    union of several (`data_dirs`); ShardError naming the directory when a split has no
+    shards or no records, or naming both directories when they hold the same game seed (a
+    game read twice, or two games under one seed that later joins would confuse)."""
+    parts, metas, owner = [], [], {}
+    for root in data_dirs(data):
+        records, m = _load_one(root, split)
+        for seed in torch.unique(records["seed"]).tolist():
+            if owner.setdefault(seed, root) != root:
+                raise ShardError(f"{owner[seed]} and {root} both hold game seed {seed} in "
+                                 f"{split}/: train on directories with disjoint seed ranges")
+        parts.append(records)
+        metas += m
+    if len(parts) == 1:
+        return parts[0], metas
+    return DecisionRecords.cat(parts).sort_by_game(), metas
+
+
 def data_hash(data, splits=("train", "val")) -> str:
     """Hash of the shards of `splits`: their names and the tensor files' SHA-256 (from the
-    sidecars, which `read_shard` checks against the files)."""
+    sidecars, which `read_shard` checks against the files); with several directories,
+    each one's in the order given."""
     h = hashlib.sha256()
-    for split in splits:
-        for path in split_shards(Path(data) / split):
-            side = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-            h.update(f"{split}/{path.name}:{side['shard']['sha256']};".encode())
+    for i, root in enumerate(data_dirs(data)):
+        if i:
+            h.update(f"|dir {i}|".encode())
+        for split in splits:
+            for path in split_shards(root / split):
+                side = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+                h.update(f"{split}/{path.name}:{side['shard']['sha256']};".encode())
     return h.hexdigest()[:16]
 
 
@@ -105,7 +133,8 @@ def data_card(data, parts: dict[str, tuple[DecisionRecords, list[dict]]]) -> dic
     """Where the records came from: path, games and records per split, seed range, and the
     generator's oracle, worlds per decision and run seed (from the first shard)."""
     meta = next(iter(parts.values()))[1][0]
-    card = {"data": str(data), "splits": {}}
+    dirs = data_dirs(data)
+    card = {"data": str(dirs[0]) if len(dirs) == 1 else [str(d) for d in dirs], "splits": {}}
     seeds = []
     for split, (records, _) in parts.items():
         s = records["seed"]
@@ -118,4 +147,11 @@ def data_card(data, parts: dict[str, tuple[DecisionRecords, list[dict]]]) -> dic
                 n_samples=meta.get("n_samples"), run_seed=meta.get("run_seed"),
                 posterior=meta.get("posterior", {}).get("enabled"),
                 exploration=meta.get("exploration"), decl_mode=meta.get("decl_mode"))
+    if len(dirs) > 1:                   # each directory's labeller, not only the first's
+        seen = {}
+        for _, metas in parts.values():
+            for m in metas:
+                key = (m.get("oracle", {}).get("name"), m.get("n_samples"))
+                seen.setdefault(key, {"name": key[0], "n_samples": key[1]})
+        card["oracles"] = list(seen.values())
     return card

@@ -73,7 +73,8 @@ RESUME_DEFAULTS = {"mc_weight": 0.0, "policy_weight": 0.0}
 
 @dataclass
 class TrainConfig:
-    data: str                  # an eqfast-generate output directory (train/ val/ test/)
+    data: str | list[str]      # an eqfast-generate output directory (train/ val/ test/),
+                               # or several: their union (stage2.data.data_dirs)
     run: str
     arch: dict = field(default_factory=lambda: dict(DEFAULT_CONFIG))
     loss: str = "mse"
