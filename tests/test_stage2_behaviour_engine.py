@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -121,4 +122,11 @@ def test_generate_records_it_and_validate_rebuilds_it(tmp_path, capsys):
     split = shard.parent.name
     assert validate.main([str(out), "--split", split, "--exact", "2"]) == 0
     text = capsys.readouterr().out
-    assert "records' oracle re-run on the same worlds: max |E - E_rec| 0.00e+00" in text
+    # the same worlds and weights: equal up to float32 rounding of the behaviour model's
+    # forwards, which batch other rows in the re-run than in the games (Stage 2's mu moves by
+    # up to 2e-5 points between a batch of 1 and one of 300 rows, for either shipped Stage 2
+    # model); the tolerance is five times that
+    found = re.search(r"records' oracle re-run on the same worlds: max \|E - E_rec\| (\S+) points",
+                      text)
+    assert found is not None, text
+    assert float(found.group(1)) <= 1e-4, found.group(0)
