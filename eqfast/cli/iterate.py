@@ -284,8 +284,9 @@ def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
         card = read_json(card_path)
         if card.get("finished"):
             return card
-        had = {**SETTING_DEFAULTS, **card["settings"]}
-        diff = {k: (had.get(k), wanted[k]) for k in SETTING_KEYS if had.get(k) != wanted[k]}
+        card["settings"] = {**SETTING_DEFAULTS, **card["settings"]}
+        diff = {k: (card["settings"].get(k), wanted[k]) for k in SETTING_KEYS
+                if card["settings"].get(k) != wanted[k]}
         if diff:
             raise ValueError(f"{card_path}: generation {gen} was started with other settings ("
                              + ", ".join(f"{k}: {a!r} there, {b!r} now"
@@ -303,7 +304,7 @@ def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
                 "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                 "steps": {}, "finished": False}
         write_json(card_path, card)
-    s, steps = {**SETTING_DEFAULTS, **card["settings"]}, card["steps"]
+    s, steps = card["settings"], card["steps"]
 
     def done(step: str, info: dict) -> None:
         steps[step] = info
@@ -319,10 +320,8 @@ def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
 
     if "train" not in steps:
         log(f"gen {gen}: train {s['steps']} steps from {parent}")
-        data = replay_data(run, gen, s["replay"])
-        cfg = TrainConfig(data=data[0] if len(data) == 1 else data, run=str(here / "train"),
-                          arch=arch,
-                          loss=s["loss"], centered_weight=s["centered_weight"],
+        cfg = TrainConfig(data=replay_data(run, gen, s["replay"]), run=str(here / "train"),
+                          arch=arch, loss=s["loss"], centered_weight=s["centered_weight"],
                           steps=s["steps"], batch=s["batch"], lr=s["lr"], warmup=s["warmup"],
                           seed=s["train_seed"], val_rows=s["val_rows"],
                           eval_every=s["eval_every"], ckpt_every=s["eval_every"],

@@ -159,8 +159,7 @@ def main(argv=None) -> int:
     arch = {"d_model": a.d_model, "n_layers": a.layers, "n_heads": a.heads, "d_ff": a.d_ff,
             "var_head": 0 if a.no_var_head else 1, "seen_tiles": a.seen_tiles,
             **({"policy_head": 1} if a.policy_weight > 0 else {})}
-    data = a.data[0] if len(a.data) == 1 else a.data     # one directory: as before
-    cfg = TrainConfig(data=data, run=a.run, arch=arch, loss=a.loss,
+    cfg = TrainConfig(data=a.data, run=a.run, arch=arch, loss=a.loss,
                       forced_weight=a.forced_weight, centered_weight=a.centered_weight,
                       steps=a.steps, batch=a.batch, lr=a.lr, weight_decay=a.weight_decay,
                       warmup=a.warmup, seed=a.seed, val_rows=a.val_rows,
