@@ -79,12 +79,12 @@ def test_captured_batch_never_synchronizes(backend):
     cfg = EngineConfig(n_samples=8, posterior=PosteriorConfig(window_k=3), store_worlds=True)
     device = TEST_DEVICE if backend == "triton" else "cpu"
     engine = FastEngine(_network_oracle(device), cfg, backend=backend, device=device, graphs=False)
-    i = engine.batch_inputs([1, 2, 3]).map(lambda t: t.to(device))
+    i = engine.batch_inputs([1, 2]).map(lambda t: t.to(device))
     args = (engine.step, i.games, i.keys_w, i.u_p, i.seeds, i.split, True)
     play_batch(*args)          # warm-up: TorchScript optimizes in its first runs
     with forbid_host_sync():
         records = play_batch(*args)
-    assert records["e_q_mean"].shape == (3 * 28, 7) and "world_q" in records
+    assert records["e_q_mean"].shape == (2 * 28, 7) and "world_q" in records
 
 
 def test_oracle_chunks_give_the_same_records():
