@@ -90,3 +90,15 @@ def test_command_prints_the_comparison_and_refuses_a_missing_directory(played, t
     assert script.main([str(out), str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err
     assert "nothing" in err and "no such file or directory" in err
+
+
+def test_the_refusal_names_the_decision_whose_legal_moves_differ(played):
+    _, a = played
+    rows = a.select(torch.argsort(a["seed"] * 64 + a["decision_idx"]))
+    last = len(rows) - 1
+    legal = rows["legal_mask"].clone()
+    legal[last] = ~legal[last]
+    other = DecisionRecords({**rows.tensors, "legal_mask": legal})
+    with pytest.raises(LabelPairError, match=f"game seed {int(rows['seed'][last])}, decision "
+                                             f"{int(rows['decision_idx'][last])}:"):
+        realized_error(rows, other)

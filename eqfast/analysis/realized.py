@@ -54,7 +54,7 @@ def common_games(a: DecisionRecords, b: DecisionRecords) -> tuple[DecisionRecord
         raise LabelPairError("the shared games do not have the same decisions in both sets")
     same = ((ra["action_taken"] == rb["action_taken"])
             & (ra["transcript_tokens"] == rb["transcript_tokens"]).flatten(1).all(1)
-            & torch.equal(ra["legal_mask"], rb["legal_mask"]))
+            & (ra["legal_mask"] == rb["legal_mask"]).all(1))
     if not bool(same.all()):
         i = int(torch.nonzero(~same)[0, 0])
         raise LabelPairError(f"game seed {int(ra['seed'][i])}, decision "
