@@ -18,10 +18,13 @@ def main() -> int:
 
     device = torch.device("cuda")
     big = big_reduction_inputs(65536, 100, device)
-    sample_args = stage_inputs(1024, 100, 8, device)["sample_worlds"][0]
+    stages = stage_inputs(1024, 100, 8, device)
+    sample_args = stages["sample_worlds"][0]
+    posterior_args = stages["posterior_log_weights"][0]
     for _ in range(2):
         kernels.weighted_moments(*big)
         kernels.sample_worlds(*sample_args)
+        kernels.posterior_log_weights(*posterior_args)
     torch.cuda.synchronize()
     return 0
 

@@ -487,6 +487,26 @@ def test_resume_with_other_settings_is_refused(dataset, tmp_path):
     train(tiny_config(dataset, tmp_path / "run", stop_at=20), log=quiet, progress=False)
     with pytest.raises(ValueError, match="lr"):
         train(tiny_config(dataset, tmp_path / "run", lr=1e-2), log=quiet, progress=False)
+    with pytest.raises(ValueError, match="precision"):
+        train(tiny_config(dataset, tmp_path / "run", precision="bf16"), log=quiet,
+              progress=False)
+
+
+def test_bf16_training_moves_the_weights_and_records_its_precision(dataset, tmp_path):
+    from safetensors.torch import load_file
+
+    train(tiny_config(dataset, tmp_path / "fp32"), log=quiet, progress=False)
+    m = train(tiny_config(dataset, tmp_path / "bf16", precision="bf16"), log=quiet,
+              progress=False)
+    assert math.isfinite(m["loss"])
+    a = load_file(tmp_path / "fp32" / "last.safetensors")
+    b = load_file(tmp_path / "bf16" / "last.safetensors")
+    # the same seed and batches: bf16 rounding alone parts the two runs, and its weights
+    # stay fp32 (autocast casts copies)
+    assert all(b[k].dtype == a[k].dtype for k in a)
+    assert any(not torch.equal(a[k], b[k]) for k in a)
+    meta = load_stage2_with_meta(tmp_path / "bf16" / "last.safetensors")[1]
+    assert meta["train"]["precision"] == "bf16"
 
 
 @pytest.mark.parametrize("flags, needle", [

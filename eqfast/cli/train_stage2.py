@@ -97,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="stop after this step (checkpointed; re-run to resume); when left "
                          "out, run to --steps")
     ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="the forward's arithmetic: bf16 runs it under autocast (tensor "
+                         "cores on a GPU; the loss and the optimizer stay fp32)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     return ap
@@ -166,7 +169,7 @@ def main(argv=None) -> int:
                       eval_every=a.eval_every, ckpt_every=a.ckpt_every, device=a.device,
                       stop_at=a.stop_at, time_budget=a.time_budget, init=a.init,
                       length_groups=a.length_groups, mc_weight=a.mc_weight,
-                      policy_weight=a.policy_weight)
+                      policy_weight=a.policy_weight, precision=a.precision)
     try:
         m = train(cfg, log=print, progress=not a.quiet)
     except (ValueError, ShardError) as e:        # a resume with other settings, an empty

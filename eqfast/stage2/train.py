@@ -66,9 +66,11 @@ LOSSES = ("mse", "nll")
 #: arguments a resumed run must share with the checkpoint (the others may change)
 RESUME_KEYS = ("arch", "loss", "forced_weight", "centered_weight", "steps", "batch", "lr",
                "weight_decay", "warmup", "min_lr_frac", "seed", "time_budget", "init",
-               "mc_weight", "policy_weight")
+               "mc_weight", "policy_weight", "precision")
 #: the value a checkpoint written before a RESUME_KEYS entry existed had
-RESUME_DEFAULTS = {"mc_weight": 0.0, "policy_weight": 0.0}
+RESUME_DEFAULTS = {"mc_weight": 0.0, "policy_weight": 0.0, "precision": "fp32"}
+#: the forward's arithmetic: fp32, or bf16 under autocast (the loss and the optimizer stay fp32)
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass
@@ -97,6 +99,7 @@ class TrainConfig:
     length_groups: int = LENGTH_GROUPS  # forwards per step by length; float rounding only
     mc_weight: float = 0.0       # λ: played move's target (1 - λ) E[Q] + λ realized_to_go
     policy_weight: float = 0.0   # ρ: weight of the auxiliary policy head's cross-entropy
+    precision: str = "fp32"      # "bf16": the forward under autocast (a GPU's tensor cores)
 
 
 def check_train_config(cfg: TrainConfig) -> None:
@@ -127,6 +130,8 @@ def check_train_config(cfg: TrainConfig) -> None:
         raise ValueError(f"time_budget must be > 0 seconds, got {cfg.time_budget}")
     if cfg.length_groups < 1:
         raise ValueError(f"length_groups must be >= 1, got {cfg.length_groups}")
+    if cfg.precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {cfg.precision!r}")
 
 
 def init_weights(model: torch.nn.Module, cfg: TrainConfig) -> dict:
@@ -218,6 +223,10 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     val_rows = {k: v[:cfg.val_rows] for k, v in
                 prepare_rows(val_records, cfg.forced_weight, cfg.mc_weight).items()}
     del train_records, val_records
+    if device.type == "cuda":
+        # the whole split on the device (371 bytes a record): a step's gather is then one
+        # kernel, not a host copy of the batch
+        train_rows = {k: v.to(device) for k, v in train_rows.items()}
 
     run.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
@@ -258,17 +267,21 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     model.train()
     while step < clock.end:
         gen = torch.Generator().manual_seed(mix_seed(cfg.seed, step))
-        idx = torch.randint(n, (cfg.batch,), generator=gen)
+        idx = torch.randint(n, (cfg.batch,), generator=gen).to(train_rows["q"].device)
         batch = _batch(train_rows, idx, device)
         for g in optimizer.param_groups:
             g["lr"] = lr_at(cfg, step, clock.wall())
-        if cfg.policy_weight > 0:
-            mu, log_var, logits = forward_by_length(model, batch["tokens"], batch["lengths"],
-                                                    cfg.length_groups, policy=True)
-        else:
-            mu, log_var = forward_by_length(model, batch["tokens"], batch["lengths"],
-                                            cfg.length_groups)
-            logits = None
+        with torch.autocast(device.type, torch.bfloat16, enabled=cfg.precision == "bf16"):
+            if cfg.policy_weight > 0:
+                mu, log_var, logits = forward_by_length(model, batch["tokens"],
+                                                        batch["lengths"], cfg.length_groups,
+                                                        policy=True)
+            else:
+                mu, log_var = forward_by_length(model, batch["tokens"], batch["lengths"],
+                                                cfg.length_groups)
+                logits = None
+        mu, log_var = mu.float(), log_var.float()       # the loss in fp32 at any precision
+        logits = None if logits is None else logits.float()
         loss = stage2_loss(mu, log_var, batch, cfg.loss, cfg.centered_weight, logits,
                            cfg.policy_weight)
         optimizer.zero_grad(set_to_none=True)
@@ -297,7 +310,7 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
                           "forced_weight": cfg.forced_weight,
                           "centered_weight": cfg.centered_weight, "mc_weight": cfg.mc_weight,
                           **({"policy_weight": cfg.policy_weight} if cfg.policy_weight else {}),
-                          "device": device_name,
+                          "device": device_name, "precision": cfg.precision,
                           "time_budget_s": cfg.time_budget, "init": state.get("init"),
                           "data_card": card}
             val_metrics = {"split": "val", **metrics}
