@@ -8,10 +8,10 @@ and the ESS re-mixing). Float32 like the reference; equal to it within the toler
 tests/test_kernel_posterior.py, with the same -inf entries and the same integer and boolean
 diagnostics. The reference issues ~120 small torch ops per decision step for this.
 
-1. `_log_likelihood_kernel`, one program per (decision, block of worlds): for each of the
-   K window steps, the [BLOCK_N, 8] block of Q (7 slots, padded) and legal flags, the log
-   behaviour probability of the observed slot, summed over the steps in registers; writes
-   loglik [G, N] and the per-world count of in-hand illegal observations.
+1. `_log_likelihood_kernel`, one program per (decision, block of worlds): the
+   [BLOCK_N, BLOCK_K, 8] block of Q (K window steps and 7 slots, padded) and legal flags
+   at once, the log behaviour probability of each step's observed slot, summed over the
+   steps; writes loglik [G, N] and the per-world count of in-hand illegal observations.
 2. `_stabilize_kernel`, one program per decision: four passes over its worlds (counts and
    max; log-sum-exp; sum of squared weights, hence the ESS and the re-mixing share; the
    final weights and diagnostics).
@@ -48,45 +48,51 @@ def _logaddexp(a, b):
 def _log_likelihood_kernel(
     q_ptr, legal_ptr, slot_ptr, step_valid_ptr, world_valid_ptr, loglik_ptr, illegal_ptr,
     N, K, n_blocks, inv_tau, log_mix_soft, log_mix_unif,
-    BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_S: tl.constexpr,
 ):
+    # the whole [BLOCK_N worlds, BLOCK_K steps, 8 slots] block at once: a world's K rows of
+    # Q are contiguous, and the steps are independent until their sum, so no serial loop
+    # over K (a loop kept 152 registers live a thread and one dependent chain per world)
     i_pid = tl.program_id(0)
     i_g = (i_pid // n_blocks).to(tl.int64)
     i_b = i_pid % n_blocks
     o_n = i_b.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
-    m_n = o_n < N
+    o_k = tl.arange(0, BLOCK_K)
     o_s = tl.arange(0, BLOCK_S)
-    m_s = o_s < 7
-    m_ns = m_n[:, None] & m_s[None, :]
+    m_n = o_n < N
+    m_k = o_k < K
+    m_nk = m_n[:, None] & m_k[None, :]
+    m_nks = m_nk[:, :, None] & (o_s < 7)[None, None, :]
     b_world = tl.load(world_valid_ptr + i_g * N + o_n, mask=m_n, other=0) != 0
+    b_step = tl.load(step_valid_ptr + i_g * K + o_k, mask=m_k, other=0) != 0
 
-    b_ll = tl.zeros([BLOCK_N], tl.float32)
-    b_illegal = tl.zeros([BLOCK_N], tl.int64)
-    for k in range(0, K):
-        b_step = tl.load(step_valid_ptr + i_g * K + k) != 0
-        o_row = (i_g * N + o_n) * K + k                              # [G, N, K] row index
-        b_q = tl.load(q_ptr + o_row[:, None] * 7 + o_s[None, :], mask=m_ns, other=0.0)
-        b_legal = tl.load(legal_ptr + o_row[:, None] * 7 + o_s[None, :], mask=m_ns, other=0) != 0
-        b_slot = tl.load(slot_ptr + o_row, mask=m_n, other=-1)
+    o_row = (i_g * N + o_n)[:, None] * K + o_k[None, :]               # [G, N, K] row index
+    o_elem = o_row[:, :, None] * 7 + o_s[None, None, :]
+    b_q = tl.load(q_ptr + o_elem, mask=m_nks, other=0.0)
+    b_legal = tl.load(legal_ptr + o_elem, mask=m_nks, other=0) != 0
+    b_slot = tl.load(slot_ptr + o_row, mask=m_nk, other=-1)
 
-        b_n_legal = tl.sum(b_legal.to(tl.int32), axis=1)
-        b_n_div = tl.maximum(b_n_legal, 1).to(tl.float32)
-        b_mean = tl.sum(tl.where(b_legal, b_q, 0.0), axis=1) / b_n_div
-        b_adv = tl.where(b_legal, (b_q - b_mean[:, None]) * inv_tau, float("-inf"))
-        b_top = tl.max(b_adv, axis=1)
-        b_top = tl.where(b_top == float("-inf"), 0.0, b_top)
-        b_lse = b_top + tl.log(tl.sum(tl.exp(b_adv - b_top[:, None]), axis=1))
-        m_obs = o_s[None, :] == b_slot[:, None]
-        b_adv_obs = tl.sum(tl.where(m_obs & b_legal, b_adv, 0.0), axis=1)
-        b_obs_legal = tl.sum((m_obs & b_legal).to(tl.int32), axis=1) != 0
-        b_log_unif = log_mix_unif - tl.log(b_n_div)
-        b_log_pi = _logaddexp(b_adv_obs - b_lse + log_mix_soft, b_log_unif)
+    b_n_legal = tl.sum(b_legal.to(tl.int32), axis=2)
+    b_n_div = tl.maximum(b_n_legal, 1).to(tl.float32)
+    b_mean = tl.sum(tl.where(b_legal, b_q, 0.0), axis=2) / b_n_div
+    b_adv = tl.where(b_legal, (b_q - b_mean[:, :, None]) * inv_tau, float("-inf"))
+    b_top = tl.max(b_adv, axis=2)
+    b_top = tl.where(b_top == float("-inf"), 0.0, b_top)
+    b_lse = b_top + tl.log(tl.sum(tl.exp(b_adv - b_top[:, :, None]), axis=2))
+    m_obs = (o_s[None, None, :] == b_slot[:, :, None]) & b_legal
+    b_adv_obs = tl.sum(tl.where(m_obs, b_adv, 0.0), axis=2)
+    b_obs_legal = tl.sum(m_obs.to(tl.int32), axis=2) != 0
+    b_log_unif = log_mix_unif - tl.log(b_n_div)
+    b_log_pi = _logaddexp(b_adv_obs - b_lse + log_mix_soft, b_log_unif)
 
-        b_on = b_step & b_world
-        b_in_hand = b_slot >= 0
-        b_ll += tl.where(b_on & b_obs_legal, b_log_pi, 0.0)
-        b_ll = tl.where(b_on & ~b_in_hand, float("-inf"), b_ll)
-        b_illegal += (b_on & b_in_hand & ~b_obs_legal).to(tl.int64)
+    b_on = b_step[None, :] & b_world[:, None] & m_nk
+    b_in_hand = b_slot >= 0
+    # an observed play from outside the world's hand rules the world out (-inf); a legal
+    # one adds its log-probability; an illegal in-hand one adds nothing and is counted
+    b_term = tl.where(b_on & b_obs_legal, b_log_pi, 0.0)
+    b_term = tl.where(b_on & ~b_in_hand, float("-inf"), b_term)
+    b_ll = tl.sum(b_term, axis=1)
+    b_illegal = tl.sum((b_on & b_in_hand & ~b_obs_legal).to(tl.int64), axis=1)
 
     b_ll = tl.where(b_world, b_ll, float("-inf"))
     tl.store(loglik_ptr + i_g * N + o_n, b_ll, mask=m_n)
@@ -185,9 +191,28 @@ def _stabilize_kernel(
 
 
 def _launch_config(n: int) -> tuple[int, int]:
-    """(BLOCK_N, num_warps): up to 256 worlds per block (x 8 slots), no more than n needs."""
+    """(BLOCK_N, num_warps) of the stabilization: up to 256 worlds per block, no more
+    than n needs."""
     block = min(256, max(16, triton.next_power_of_2(n)))
     return block, max(1, min(4, block // 64))
+
+
+#: worlds x steps of one likelihood program (BLOCK_N = this / BLOCK_K) and its warps
+LIKELIHOOD_ROWS = 256
+LIKELIHOOD_WARPS = 4
+
+
+def _likelihood_config(n: int, k: int, rows: int = LIKELIHOOD_ROWS) -> tuple[int, int]:
+    """(BLOCK_N, BLOCK_K) of the likelihood kernel: all K steps of BLOCK_N worlds."""
+    block_k = triton.next_power_of_2(max(k, 1))
+    block_n = max(1, min(triton.next_power_of_2(n), rows // block_k))
+    return block_n, block_k
+
+
+def _as_bytes(t: torch.Tensor) -> torch.Tensor:
+    """A boolean tensor as uint8 without a copy when it is contiguous."""
+    t = t.contiguous()
+    return t.view(torch.uint8) if t.dtype == torch.bool else t.to(torch.uint8)
 
 
 def _empty_outputs(G: int, N: int, device) -> dict[str, torch.Tensor]:
@@ -199,6 +224,23 @@ def _empty_outputs(G: int, N: int, device) -> dict[str, torch.Tensor]:
             "remixed": torch.empty(G, dtype=torch.bool, device=device), "remix_lambda": f32(G),
             "fallback_uniform": torch.empty(G, dtype=torch.bool, device=device),
             "window_nll": f32(G)}
+
+
+def _likelihood(q_past, legal_past, observed_slot, step_valid, world_valid, cfg, loglik,
+                illegal, rows: int = LIKELIHOOD_ROWS, num_warps: int = LIKELIHOOD_WARPS):
+    """Launch the likelihood kernel into loglik [G, N] and illegal [G, N] (`rows` and
+    `num_warps` for the launch-configuration sweep, benchmarks/gpu_posterior_tune.py)."""
+    G, N, K = q_past.shape[:3]
+    block_n, block_k = _likelihood_config(N, K, rows)
+    n_blocks = triton.cdiv(N, block_n)
+    _log_likelihood_kernel[(G * n_blocks,)](
+        q_past.float().contiguous(), _as_bytes(legal_past), observed_slot.long().contiguous(),
+        _as_bytes(step_valid), _as_bytes(world_valid), loglik, illegal,
+        N, K, n_blocks, 1.0 / cfg.tau,
+        math.log1p(-cfg.beta) if cfg.beta < 1 else float("-inf"),
+        math.log(cfg.beta) if cfg.beta > 0 else float("-inf"),
+        BLOCK_N=block_n, BLOCK_K=block_k, BLOCK_S=BLOCK_S, num_warps=num_warps,
+    )
 
 
 def posterior_log_weights(q_past: torch.Tensor, legal_past: torch.Tensor,
@@ -214,20 +256,12 @@ def posterior_log_weights(q_past: torch.Tensor, legal_past: torch.Tensor,
     check_posterior_inputs(q_past, legal_past, observed_slot, step_valid, world_valid)
     out = _empty_outputs(G, N, dev)
     if G > 0 and N > 0:
+        _likelihood(q_past, legal_past, observed_slot, step_valid, world_valid, cfg,
+                    out["loglik"], out["illegal"])
         block, warps = _launch_config(N)
-        n_blocks = triton.cdiv(N, block)
-        as_u8 = lambda t: t.to(torch.uint8).contiguous()   # bool tensors as bytes
-        _log_likelihood_kernel[(G * n_blocks,)](
-            q_past.float().contiguous(), as_u8(legal_past), observed_slot.long().contiguous(),
-            as_u8(step_valid), as_u8(world_valid), out["loglik"], out["illegal"],
-            N, K, n_blocks, 1.0 / cfg.tau,
-            math.log1p(-cfg.beta) if cfg.beta < 1 else float("-inf"),
-            math.log(cfg.beta) if cfg.beta > 0 else float("-inf"),
-            BLOCK_N=block, BLOCK_S=BLOCK_S, num_warps=warps,
-        )
         _stabilize_kernel[(G,)](
-            out["loglik"], as_u8(world_valid), out["logw"], out["ess"], out["ess_before_remix"],
-            out["max_w"], out["n_invalid"], out["remixed"].view(torch.int8), out["remix_lambda"],
+            out["loglik"], _as_bytes(world_valid), out["logw"], out["ess"],
+            out["ess_before_remix"], out["max_w"], out["n_invalid"], out["remixed"].view(torch.int8), out["remix_lambda"],
             out["fallback_uniform"].view(torch.int8), out["window_nll"],
             N, cfg.delta, cfg.ess_remix_threshold, BLOCK_N=block, num_warps=warps,
         )

@@ -74,13 +74,33 @@ CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("shape", [(3, 7, 4), (2, 300, 8), (4, 16, 1), (1, 1, 2)],
+@pytest.mark.parametrize("shape", [(3, 7, 4), (2, 300, 8), (4, 16, 1), (1, 1, 2), (3, 50, 5),
+                                   (2, 37, 16)],
                          ids=lambda s: "G%d-N%d-K%d" % s)
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_kernel_equals_reference(shape, name, monkeypatch):
     want, got = run_both(random_inputs(*shape, seed=sum(shape) + len(name)), CONFIGS[name],
                          monkeypatch)
     assert_close_results(want, got)
+
+
+@pytest.mark.parametrize("rows, warps", [(32, 1), (1024, 8)])
+def test_likelihood_launch_configurations_agree(rows, warps):
+    # the sweep's configurations (benchmarks/gpu_posterior_tune.py) compute the same
+    # log-likelihoods and counts as the shipped one, K not a power of two, N over blocks
+    q, legal, slot, step_valid, world_valid = (t.to(DEVICE) for t in
+                                               random_inputs(3, 90, 6, seed=5))
+    G, N = world_valid.shape
+    outs = []
+    for r, w in ((kernel_module.LIKELIHOOD_ROWS, kernel_module.LIKELIHOOD_WARPS), (rows, warps)):
+        ll = poison(torch.empty(G, N, device=DEVICE))
+        ill = poison(torch.empty(G, N, dtype=torch.int64, device=DEVICE))
+        kernel_module._likelihood(q, legal, slot, step_valid, world_valid, PosteriorConfig(),
+                                  ll, ill, rows=r, num_warps=w)
+        outs.append((ll.cpu(), ill.cpu()))
+    (a, ia), (b, ib) = outs
+    assert torch.equal(ia, ib) and torch.equal(torch.isfinite(a), torch.isfinite(b))
+    torch.testing.assert_close(b[torch.isfinite(b)], a[torch.isfinite(a)], **TOL)
 
 
 def test_remixing_and_contradictions_are_exercised(monkeypatch):
