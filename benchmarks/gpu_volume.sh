@@ -90,7 +90,8 @@ print(sum(hi - lo + 1 for lo, hi in batches), recs)
 EOF
 }
 read -r ng nr < <(count "$W/data")
-say "generate: exit $rc, $ng games ($nr records) in $(printf %.1f "$(echo "$g1 - $g0" | bc)") s: $(echo "scale=1; $ng / ($g1 - $g0)" | bc) games/s (start-up and graph capture included); $(du -sm "$W/data" | cut -f1) MB"
+rate() { awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "%.1f s: %.1f games/s", b - a, n / (b - a) }'; }
+say "generate: exit $rc, $ng games ($nr records) in $(rate $ng $g0 $g1) (start-up and graph capture included); $(du -sm "$W/data" | cut -f1) MB"
 f=$(ls "$W/data/test/"*.safetensors 2>/dev/null | head -1)
 [ -n "$f" ] && cp "$f" "$OUT/test.safetensors" && cp "${f%.safetensors}.json" "$OUT/test.json"
 
@@ -102,7 +103,7 @@ rc=$?
 s1=$(date +%s.%N)
 read -r sg sr < <(count "$W/stored")
 bytes=$(du -sb "$W/stored" | cut -f1)
-say "store-worlds: exit $rc, $sg games ($sr records) in $(printf %.1f "$(echo "$s1 - $s0" | bc)") s: $(echo "scale=1; $sg / ($s1 - $s0)" | bc) games/s; $bytes bytes, $( [ "${sr:-0}" -gt 0 ] && echo $(( bytes / sr )) ) bytes/record"
+say "store-worlds: exit $rc, $sg games ($sr records) in $(rate $sg $s0 $s1); $bytes bytes, $( [ "${sr:-0}" -gt 0 ] && echo $(( bytes / sr )) ) bytes/record"
 
 # ---- lane A: the Stage 2 on every generated game
 budget=$(( DEADLINE - $(elapsed) - LOAD_S ))
