@@ -249,7 +249,7 @@ def posterior_log_weights(q_past: torch.Tensor, legal_past: torch.Tensor,
                           world_valid: torch.Tensor | None = None
                           ) -> tuple[torch.Tensor, PosteriorDiagnostics]:
     """Normalized posterior log-weights [G, N] and their diagnostics, as the reference."""
-    G, N, K = q_past.shape[:3]
+    G, N = q_past.shape[:2]
     dev = q_past.device
     if world_valid is None:
         world_valid = torch.ones(G, N, dtype=torch.bool, device=dev)
@@ -261,7 +261,8 @@ def posterior_log_weights(q_past: torch.Tensor, legal_past: torch.Tensor,
         block, warps = _launch_config(N)
         _stabilize_kernel[(G,)](
             out["loglik"], _as_bytes(world_valid), out["logw"], out["ess"],
-            out["ess_before_remix"], out["max_w"], out["n_invalid"], out["remixed"].view(torch.int8), out["remix_lambda"],
+            out["ess_before_remix"], out["max_w"], out["n_invalid"],
+            out["remixed"].view(torch.int8), out["remix_lambda"],
             out["fallback_uniform"].view(torch.int8), out["window_nll"],
             N, cfg.delta, cfg.ess_remix_threshold, BLOCK_N=block, num_warps=warps,
         )

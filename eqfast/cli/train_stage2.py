@@ -20,7 +20,7 @@ from .common import HelpFormatter, device_problem, path_arg, records_dir_problem
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..stage2.defaults import DEFAULT_CONFIG, FORCED_WEIGHT, LENGTH_GROUPS
+    from ..stage2.defaults import DEFAULT_CONFIG, FORCED_WEIGHT, LENGTH_GROUPS, PRECISIONS
 
     ap = argparse.ArgumentParser(prog="eqfast-train-stage2", description=__doc__.split("\n")[0],
                                  formatter_class=HelpFormatter)
@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="stop after this step (checkpointed; re-run to resume); when left "
                          "out, run to --steps")
     ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+    ap.add_argument("--precision", choices=PRECISIONS, default="fp32",
                     help="the forward's arithmetic: bf16 runs it under autocast (tensor "
                          "cores on a GPU; the loss and the optimizer stay fp32)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")

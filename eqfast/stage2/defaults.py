@@ -11,3 +11,5 @@ FORCED_WEIGHT = 0.1
 #: to their longest (model.forward_by_length): 66 ms a step instead of 119 for the default
 #: model (256 records, one thread of the 2-core VM; 2 groups 74 ms, 6 and 8 groups 64-65)
 LENGTH_GROUPS = 4
+#: the trainer's forward arithmetic: fp32, or bf16 under autocast (loss and optimizer in fp32)
+PRECISIONS = ("fp32", "bf16")

@@ -54,7 +54,7 @@ import torch
 from ..oracle.train import StepClock, load_checkpoint, lr_at, save_checkpoint
 from ..rules.deal import mix_seed
 from ..utils.atomic import atomic_write_text
-from .defaults import LENGTH_GROUPS
+from .defaults import LENGTH_GROUPS, PRECISIONS
 from .data import FORCED_WEIGHT, data_card, data_hash, load_split, prepare_rows
 from .evaluate import metrics as eval_metrics
 from .evaluate import predict
@@ -69,8 +69,6 @@ RESUME_KEYS = ("arch", "loss", "forced_weight", "centered_weight", "steps", "bat
                "mc_weight", "policy_weight", "precision")
 #: the value a checkpoint written before a RESUME_KEYS entry existed had
 RESUME_DEFAULTS = {"mc_weight": 0.0, "policy_weight": 0.0, "precision": "fp32"}
-#: the forward's arithmetic: fp32, or bf16 under autocast (the loss and the optimizer stay fp32)
-PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass
@@ -272,16 +270,11 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
         for g in optimizer.param_groups:
             g["lr"] = lr_at(cfg, step, clock.wall())
         with torch.autocast(device.type, torch.bfloat16, enabled=cfg.precision == "bf16"):
-            if cfg.policy_weight > 0:
-                mu, log_var, logits = forward_by_length(model, batch["tokens"],
-                                                        batch["lengths"], cfg.length_groups,
-                                                        policy=True)
-            else:
-                mu, log_var = forward_by_length(model, batch["tokens"], batch["lengths"],
-                                                cfg.length_groups)
-                logits = None
-        mu, log_var = mu.float(), log_var.float()       # the loss in fp32 at any precision
-        logits = None if logits is None else logits.float()
+            out = forward_by_length(model, batch["tokens"], batch["lengths"],
+                                    cfg.length_groups, policy=cfg.policy_weight > 0)
+        # (mu, log_var[, policy logits]), the loss in fp32 at any precision
+        mu, log_var, *rest = (t.float() for t in out)
+        logits = rest[0] if rest else None
         loss = stage2_loss(mu, log_var, batch, cfg.loss, cfg.centered_weight, logits,
                            cfg.policy_weight)
         optimizer.zero_grad(set_to_none=True)
