@@ -8,7 +8,7 @@ backward and an AdamW step, for 256 transcripts of random games: 16 batches of 1
 after 0, 2, 4, ... 30 random legal plays (the records' mix of lengths, 8 to 29 tokens).
 The labels are random: the step's cost does not depend on them.
 
-Player forward: the model at seen_tiles 0 (the baseline), 1 and 2, in inference mode, on
+Player forward: the model at seen_tiles 0 (the baseline), 1, 2 and 3, in inference mode, on
 what `stage2_slots` gives it in the arena: batches of 64 games at the same decision, cut
 to their longest transcript, at decisions 0, 4, 8, ... 24 (one pass over the seven).
 
@@ -90,7 +90,7 @@ def _player_batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
     return out
 
 
-@pytest.mark.parametrize("seen_tiles", [0, 1, 2])
+@pytest.mark.parametrize("seen_tiles", [0, 1, 2, 3])
 def test_bench_stage2_player_forward(benchmark, seen_tiles):
     """The default model's forward as the player runs it, by seen-tiles level."""
     batches = _player_batches()

@@ -2,6 +2,7 @@
 evaluation command and the policy adapter, on a tiny dataset generated here."""
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import replace
@@ -14,12 +15,15 @@ from eqfast.cli import eval_stage2, generate, train_stage2
 from eqfast.data.shards import load_records
 from eqfast.engine.games import setup_games
 from eqfast.engine.transcript import current_hand_order, transcript_tokens
+from eqfast.engine.public import hidden_info
 from eqfast.rules.batched import BatchedGames
+from eqfast.rules.state import GameState
 from eqfast.rules.tables import FOLLOWS, LED_SUIT, TILE_ID, torch_tables
 from eqfast.data.shards import ShardError
 from eqfast.stage2.data import data_hash, load_split, prepare_rows
-from eqfast.stage2.model import (build_model, export_program, forward_by_length, length_groups,
-                                 script_model, seen_matrix, trim_tokens, void_matrix)
+from eqfast.stage2.model import (build_model, export_program, forward_by_length,
+                                 holder_marginals, length_groups, script_model, seen_matrix,
+                                 trim_tokens, void_matrix)
 from eqfast.stage2.policy import current_legal, stage2_slots
 from eqfast.stage2.train import TrainConfig, policy_cross_entropy, stage2_loss, train
 from eqfast.stage2.weights import (Stage2WeightsError, load_stage2, load_stage2_with_meta,
@@ -114,11 +118,12 @@ def test_torchscript_and_export_give_the_eager_outputs(records):
     torch.testing.assert_close(slog_var, log_var, rtol=0, atol=1e-5)
     torch.testing.assert_close(emu, mu, rtol=0, atol=1e-5)
     torch.testing.assert_close(elog_var, log_var, rtol=0, atol=1e-5)
-    wide = random_model(seen_tiles=2)
-    with torch.no_grad():
-        want = wide(tokens, lengths)[0]
-        for run in (script_model(wide), export_program(wide).module()):
-            torch.testing.assert_close(run(tokens, lengths)[0], want, rtol=0, atol=1e-5)
+    for level in (2, 3):
+        wide = random_model(seen_tiles=level)
+        with torch.no_grad():
+            want = wide(tokens, lengths)[0]
+            for run in (script_model(wide), export_program(wide).module()):
+                torch.testing.assert_close(run(tokens, lengths)[0], want, rtol=0, atol=1e-5)
     short = trim_tokens(tokens, lengths)
     assert short.shape[1] == int(lengths.max()) < tokens.shape[1]
     with torch.no_grad():
@@ -132,7 +137,7 @@ def test_tokens_cut_to_the_longest_length_give_the_same_outputs(records):
     late = lengths >= 20                            # a mix of lengths, rows past the 8th token
     rows = torch.cat([torch.nonzero(late)[:5, 0], torch.nonzero(~late)[:5, 0]])
     t, ln = tokens[rows], lengths[rows]
-    for model in (random_model(1), random_model(1, seen_tiles=2)):
+    for model in (random_model(1), random_model(1, seen_tiles=2), random_model(1, seen_tiles=3)):
         with torch.no_grad():
             mu, log_var = model(t, ln)
             for cut in (trim_tokens(t, ln), t[:, :int(ln.max()) + 3]):
@@ -205,12 +210,95 @@ def test_void_matrix_marks_the_voids_shown_and_they_are_true(seed):
     assert shown_any > 0
 
 
+def _summaries(games):
+    """(seen, voids, decl) of each game's current decision, from its transcript tokens."""
+    tokens, lengths = transcript_tokens(games)
+    live = torch.arange(36) < lengths[:, None]
+    f = tokens.long() * live[..., None]
+    tile = torch.as_tensor(TILE_ID, dtype=torch.int64)[f[..., 0], f[..., 1]]
+    leds, follows = torch.as_tensor(LED_SUIT, dtype=torch.int64), torch.as_tensor(FOLLOWS)
+    return seen_matrix(f, tile), void_matrix(f, tile, live, leds, follows), f[:, 0, 6]
+
+
+def _brute_force_holders(games, played, leader):
+    """P(relative player r holds tile t) [3, 28] by enumeration: every split of the hidden
+    tiles into hands of the right sizes whose deal makes each play of the game legal
+    (eqfast.rules.state, not the voids tables), all counted alike."""
+    actor, decl = int(games.current_player[0]), int(games.decl[0])
+    tiles, in_hand = games.hand_slots(torch.arange(4))
+    held = {s: tiles[s][in_hand[s]].tolist() for s in range(4)}
+    seats = [(actor + r) % 4 for r in (1, 2, 3)]
+    pool = sorted(t for s in seats for t in held[s])
+    owners = [r for r, s in enumerate(seats) for _ in held[s]]
+    counts, total = torch.zeros(3, 28, dtype=torch.float64), 0
+    for split in set(itertools.permutations(owners)):
+        hands = {s: [t for p, t in played if p == s] for s in range(4)}
+        hands[actor] += held[actor]
+        for t, r in zip(pool, split):
+            hands[seats[r]].append(t)
+        state = GameState.new([hands[s] for s in range(4)], decl, leader)
+        for _, t in played:
+            if t not in state.legal_moves():
+                break
+            state = state.play(t)
+        else:
+            total += 1
+            for t, r in zip(pool, split):
+                counts[r, t] += 1
+    assert total > 0
+    return counts / total
+
+
+@pytest.mark.parametrize("seed", [3, 21])
+def test_holder_marginals_are_the_uniform_worlds_chances(seed):
+    """A game of random legal moves: in the last ten decisions (up to 4,200 splits) the
+    summary's chances equal a brute force over the deals that make every play legal; at
+    every decision each hidden tile's chances sum to 1, each seat's to its hand size, and a
+    seat the engine's sampler may not give a tile (eqfast/engine/public.py) gets none of
+    it."""
+    gen = torch.Generator().manual_seed(seed)
+    games = BatchedGames.new(*setup_games([seed]))
+    leader, follows = int(games.leader[0]), torch.as_tensor(FOLLOWS)
+    played = []                                                # (absolute seat, tile id)
+    for k in range(28):
+        seen, voids, decl = _summaries(games)
+        got = holder_marginals(seen, voids, decl, follows)[0].view(3, 28).double()
+        info = hidden_info(games)
+        n = int(info.n_pool[0])
+        pool = info.pool[0, :n]
+        may = (info.allowed[0, :n, None] >> torch.arange(3)) & 1          # [n, 3]
+        assert torch.allclose(got.sum(0)[pool], torch.ones(n, dtype=torch.float64))
+        assert float(got.sum()) == pytest.approx(n) and float(got.sum(0).sum()) == pytest.approx(n)
+        torch.testing.assert_close(got.sum(1), info.sizes[0].double())
+        assert not got[:, pool][may.T == 0].any()
+        if k >= 18:
+            want = _brute_force_holders(games, played, leader)
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-6)    # float32 out
+        legal = torch.nonzero(games.legal_mask()[0])[:, 0]
+        slot = int(legal[torch.randint(len(legal), (1,), generator=gen)])
+        tiles, _ = games.hand_slots(games.current_player)
+        played.append((int(games.current_player[0]), int(tiles[0, slot])))
+        games = games.play(torch.tensor([slot]))
+
+
+def test_holder_marginals_of_an_impossible_row_are_zero():
+    """A row no deal fits (a hand of one tile and nothing played: 27 tiles hidden for 21
+    places) gives zeros, not NaN."""
+    seen = torch.zeros(1, 5 * 28)
+    seen[0, 4 * 28 + 3] = 1
+    out = holder_marginals(seen, torch.zeros(1, 32), torch.zeros(1, dtype=torch.int64),
+                           torch.as_tensor(FOLLOWS))
+    assert out.shape == (1, 84) and torch.equal(out, torch.zeros(1, 84))
+
+
 def test_seen_tiles_reach_the_hand_slots_without_attention(records):
     """Attention silenced (output projections zero), a hand slot's μ sees the plays only
     through the seen-tiles summary: giving the last play to another player changes μ with
     the summary and changes nothing without it. Configs without the key load as 0."""
     assert sum(p.numel() for p in random_model(6, seen_tiles=2).seen_embed.parameters()) == (
         (5 * 28 + 4 * 8) * TINY_ARCH["d_model"])
+    assert sum(p.numel() for p in random_model(6, seen_tiles=3).seen_embed.parameters()) == (
+        (5 * 28 + 4 * 8 + 3 * 28) * TINY_ARCH["d_model"])
     model = random_model(6, seen_tiles=1)
     assert sum(p.numel() for p in model.seen_embed.parameters()) == 5 * 28 * TINY_ARCH["d_model"]
     assert len(random_model(6).seen_embed) == 0 and build_model(TINY_ARCH).seen_tiles == 0
@@ -481,6 +569,35 @@ def test_init_starts_from_the_weights_and_is_recorded(dataset, tmp_path):
     with pytest.raises(ValueError, match="architecture"):
         train(tiny_config(dataset, tmp_path / "wide", init=str(start),
                           arch={**TINY_ARCH, "d_model": 64}), log=quiet, progress=False)
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_init_from_a_lower_seen_tiles_level_starts_at_the_same_outputs(dataset, records,
+                                                                       tmp_path, level):
+    """A level-3 run from level-0 or level-2 weights: the added summary columns start at
+    zero, so the model's outputs are the file's exactly; the other way is refused."""
+    from eqfast.stage2.train import init_weights
+
+    start = tmp_path / "start.safetensors"
+    low = random_model(7, seen_tiles=level)
+    save_stage2(start, low, {**TINY_ARCH, "seen_tiles": level})
+    cfg = tiny_config(dataset, tmp_path / "run", init=str(start),
+                      arch={**TINY_ARCH, "seen_tiles": 3})
+    high = build_model(cfg.arch).eval()
+    init_weights(high, cfg)
+    tokens, lengths = records["transcript_tokens"][:40].long(), records["transcript_lengths"][:40]
+    with torch.no_grad():
+        want, got = low(tokens, lengths), high(tokens, lengths)
+        assert high.seen_embed[0].weight[:, -3 * 28:].abs().sum() == 0
+    # points, from a wider matmul: the same up to float rounding
+    torch.testing.assert_close(got[0], want[0], rtol=0, atol=1e-4)
+    torch.testing.assert_close(got[1], want[1], rtol=0, atol=1e-4)
+    top = tmp_path / "top.safetensors"
+    save_stage2(top, high, cfg.arch)
+    with pytest.raises(ValueError, match="seen-tiles"):
+        init_weights(build_model({**TINY_ARCH, "seen_tiles": 2}),
+                     tiny_config(dataset, tmp_path / "r2", init=str(top),
+                                 arch={**TINY_ARCH, "seen_tiles": 2}))
 
 
 def test_resume_with_other_settings_is_refused(dataset, tmp_path):

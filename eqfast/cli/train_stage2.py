@@ -37,11 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="attention heads (a divisor of --d-model)")
     ap.add_argument("--d-ff", type=int, default=DEFAULT_CONFIG["d_ff"],
                     help="feed-forward width")
-    ap.add_argument("--seen-tiles", type=int, choices=(0, 1, 2), default=0,
+    ap.add_argument("--seen-tiles", type=int, choices=(0, 1, 2, 3), default=0,
                     help="add to every token a linear read of a summary of the plays: 1 "
                          "which player has played which tile and the actor's hand (what is "
                          "still out); 2 also the voids each player has shown (a tile off the "
-                         "led suit); 0 none (docs/STAGE2.md)")
+                         "led suit); 3 also the chance that each other player holds each "
+                         "hidden tile, over the deals consistent with those (counted "
+                         "exactly); 0 none (docs/STAGE2.md)")
     ap.add_argument("--no-var-head", action="store_true",
                     help="no log sigma^2 head (log_var is then zeros; not with --loss nll)")
     ap.add_argument("--loss", choices=("mse", "nll"), default="mse",
@@ -74,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="start a fresh run from these Stage 2 weights (a run's "
                          "best.safetensors, or eqfast/models/stage2.safetensors) with a new "
                          "optimizer and schedule; their architecture must be the one the flags "
-                         "describe; when left out, a random initialization")
+                         "describe, except that --seen-tiles may be higher (the added summary "
+                         "columns start at zero); when left out, a random initialization")
     ap.add_argument("--batch", type=int, default=256, help="records per step")
     ap.add_argument("--length-groups", type=int, default=LENGTH_GROUPS,
                     help="forwards per step, each on the batch's records of similar "

@@ -137,11 +137,24 @@ def init_weights(model: torch.nn.Module, cfg: TrainConfig) -> dict:
     the training card: path, SHA-256 of the file, and its own training record's steps.
     Stage2WeightsError for an unreadable file; ValueError when its architecture differs."""
     start, meta = load_stage2_with_meta(cfg.init)
-    if check_config(meta["config"]) != check_config(cfg.arch):
+    have, want = check_config(meta["config"]), check_config(cfg.arch)
+    deeper = ({**have, "seen_tiles": 0} == {**want, "seen_tiles": 0}
+              and have["seen_tiles"] < want["seen_tiles"])
+    if have != want and not deeper:
         raise ValueError(f"{cfg.init}: --init weights have the architecture {meta['config']}, "
                          f"the run {cfg.arch}; give the run the same --d-model, --layers, "
-                         "--heads, --d-ff and variance head")
-    model.load_state_dict(start.state_dict())
+                         "--heads, --d-ff and variance head (--seen-tiles the same or higher)")
+    state = start.state_dict()
+    if deeper:
+        # each seen-tiles level's summary begins with the one below it: the new columns
+        # (and at level 0 the whole read) start at zero, so the run starts from the
+        # file's outputs exactly
+        key = "seen_embed.0.weight"
+        grown = torch.zeros_like(model.state_dict()[key])
+        if key in state:
+            grown[:, :state[key].shape[1]] = state[key]
+        state[key] = grown
+    model.load_state_dict(state)
     digest = hashlib.sha256(Path(cfg.init).read_bytes()).hexdigest()
     return {"path": str(cfg.init), "sha256": digest,
             "steps": meta["train"].get("step"), "records_seen": meta["train"].get("records_seen")}
