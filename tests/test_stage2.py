@@ -118,12 +118,12 @@ def test_torchscript_and_export_give_the_eager_outputs(records):
     torch.testing.assert_close(slog_var, log_var, rtol=0, atol=1e-5)
     torch.testing.assert_close(emu, mu, rtol=0, atol=1e-5)
     torch.testing.assert_close(elog_var, log_var, rtol=0, atol=1e-5)
-    for level in (2, 3):
-        wide = random_model(seen_tiles=level)
-        with torch.no_grad():
-            want = wide(tokens, lengths)[0]
-            for run in (script_model(wide), export_program(wide).module()):
-                torch.testing.assert_close(run(tokens, lengths)[0], want, rtol=0, atol=1e-5)
+    # level 3 runs every line of the summary (level 2's tables feed its chances)
+    wide = random_model(seen_tiles=3)
+    with torch.no_grad():
+        want = wide(tokens, lengths)[0]
+        for run in (script_model(wide), export_program(wide).module()):
+            torch.testing.assert_close(run(tokens, lengths)[0], want, rtol=0, atol=1e-5)
     short = trim_tokens(tokens, lengths)
     assert short.shape[1] == int(lengths.max()) < tokens.shape[1]
     with torch.no_grad():
