@@ -51,23 +51,31 @@ from ..contracts import (MAX_POOL, N_HIDDEN, N_NEED, N_STATES, HiddenInfo,  # no
 
 def completion_counts(info: HiddenInfo) -> torch.Tensor:
     """counts [G, 22, 8, 8] int64 of consistent completions (see module doc, step 1)."""
-    G, dev = info.batch_size, info.device
-    need = torch.arange(N_NEED, device=dev)
+    may = (info.allowed[:, :, None] >> torch.arange(N_HIDDEN, device=info.device)) & 1
+    return pool_completion_counts(may, info.n_pool)
+
+
+def pool_completion_counts(may: torch.Tensor, n_pool: torch.Tensor,
+                           n_need: int = N_NEED) -> torch.Tensor:
+    """`completion_counts` from tensors alone (TorchScript-able: the Stage 2 model's
+    holder chances count with it): may [G, 21, 3] int64, 1 where hidden seat j may hold
+    pool tile i (0 at padding); n_pool [G] the pool tiles of each row."""
+    G, n, dev = may.shape[0], may.shape[1], may.device
+    need = torch.arange(n_need, device=dev)
     a, b = need[:, None], need[None, :]
-    base = ((a == 0) & (b == 0)).long().expand(G, N_NEED, N_NEED)
-    counts = torch.zeros(G, MAX_POOL + 1, N_NEED, N_NEED, dtype=torch.int64, device=dev)
-    counts[:, MAX_POOL] = base
-    may = ((info.allowed[:, :, None] >> torch.arange(N_HIDDEN, device=dev)) & 1)  # [G,21,3]
-    for i in range(MAX_POOL - 1, -1, -1):
+    base = ((a == 0) & (b == 0)).long().expand(G, n_need, n_need)
+    counts = torch.zeros(G, n + 1, n_need, n_need, dtype=torch.int64, device=dev)
+    counts[:, n] = base
+    for i in range(n - 1, -1, -1):
         nxt = counts[:, i + 1]
         # seat 0 takes tile i: (a, b) -> (a-1, b); seat 1: (a, b-1); seat 2: c -> c-1
         to0 = torch.nn.functional.pad(nxt[:, :-1, :], (0, 0, 1, 0))
         to1 = torch.nn.functional.pad(nxt[:, :, :-1], (1, 0))
-        c = (info.n_pool - i)[:, None, None] - a - b
+        c = (n_pool - i)[:, None, None] - a - b
         to2 = torch.where(c >= 1, nxt, torch.zeros_like(nxt))
         m = may[:, i, :, None, None]
         here = m[:, 0] * to0 + m[:, 1] * to1 + m[:, 2] * to2
-        counts[:, i] = torch.where((i < info.n_pool)[:, None, None], here, base)
+        counts[:, i] = torch.where((i < n_pool)[:, None, None], here, base)
     return counts
 
 

@@ -37,6 +37,7 @@ import math
 import torch
 from torch import nn
 
+from ..engine.sampling import pool_completion_counts
 from ..engine.transcript import MAX_TOKENS, N_FEATURES
 from ..oracle.network import EncoderLayer
 from ..rules.tables import FOLLOWS, HAND_SIZE, LED_SUIT, N_SEATS, N_SUITS, N_TILES
@@ -132,60 +133,51 @@ def holder_marginals(seen: torch.Tensor, voids: torch.Tensor, decl: torch.Tensor
     deal fits.
 
     seen [B, 5 * 28] and voids [B, 4 * 8] are seen_matrix and void_matrix; decl [B] the
-    declarations; follows [10, 8, 28] the rules table. Counted exactly, as the sampler
-    does (eqfast/engine/sampling.py), over the hidden tiles in id order (at most 21):
-    G[i][a, b] is the number of ways to give hidden tiles i, i + 1, ... to seats 1, 2, 3
-    with seat 1 taking a of them and seat 2 b (seat 3 the rest), F[i][a, b] the number
-    of ways for the tiles before i to leave seats 1 and 2 needing a and b; tile i goes to
-    seat 1 in sum_ab F[i][a, b] G[i + 1][a - 1, b] of the G[0][n1, n2] deals. Float64
-    holds the counts exactly (at most 21! / (7!)^3 < 2^29). G is kept padded by a zero
-    row and column in front, F behind, so each shift is a view; the marginals are taken
-    inside the F loop, not from stacked [B, 21, 8, 8] tables: 3 ms for 64 rows and 10 ms
-    for 512 (one thread of the 2-core VM beside two jobs), 1.4x faster than a pass over
-    all 28 tiles with unpadded shifts, and the same numbers to the last bit."""
+    declarations; follows [10, 8, 28] the rules table. Counted exactly: G[i][a, b], the
+    sampler's completion counts (`pool_completion_counts`, eqfast/engine/sampling.py)
+    over the hidden tiles in id order, is the number of ways to give tiles i, i + 1, ...
+    to seats 1, 2, 3 with seats 1 and 2 needing a and b of them; F[i][a, b], counted
+    forwards here, the number of ways for the tiles before i to leave them needing a and
+    b. Tile i goes to seat 1 in sum_ab F[i][a, b] G[i + 1][a - 1, b] of the G[0][n1, n2]
+    deals (int64: each such product counts distinct deals, at most 21! / (7!)^3 < 2^29).
+    G is padded by a zero row and column in front once, so each shift is a view."""
     b = seen.shape[0]
     pool = (n_seats - 1) * hand_size                                           # 21
     seen = seen.view(b, n_seats + 1, n_tiles)
     hidden = seen.sum(1) == 0                                                 # [B, 28]
     forbid = torch.bmm(voids.view(b, n_seats, -1).double(),
                        follows[decl].double()) > 0                            # [B, 4, 28]
-    may = (hidden[:, None, :] & ~forbid[:, 1:]).double()                     # [B, 3, 28]
+    may = hidden[:, None, :] & ~forbid[:, 1:]                                 # [B, 3, 28]
     played = seen[:, 1:n_seats].sum(2)                                       # [B, 3]
+    n_pool = hidden.sum(1)
     # a row whose hidden tiles do not fill the three hands (no full deal fits it)
-    fits = ((hidden.sum(1) == pool - played.sum(1))
-            & (played <= hand_size).all(1)).double()
+    fits = (n_pool == pool - played.sum(1)) & (played <= hand_size).all(1)
     need = (hand_size - played[:, :2]).long().clamp(0, hand_size)           # [B, 2]
-    # the hidden tiles first, in id order; past a row's last one a step keeps the counts
-    # (seat 3 "takes" it with weight 1, seats 1 and 2 with 0)
+    # the hidden tiles first, in id order: the sampler's pool
     order = torch.sort((~hidden).to(torch.int64), dim=1, stable=True).indices[:, :pool]
-    m = may.gather(2, order[:, None, :].expand(b, 3, pool))                 # [B, 3, 21]
-    live = hidden.gather(1, order).double()                                   # [B, 21]
-    keep = m[:, 2] + (1.0 - live)
+    m = may.gather(2, order[:, None, :].expand(b, 3, pool)).long()          # [B, 3, 21]
+    g = torch.nn.functional.pad(pool_completion_counts(m.transpose(1, 2), n_pool),
+                                (1, 0, 1, 0))                                # [B, 22, 9, 9]
     k = torch.arange(hand_size + 1, device=seen.device)
     start = ((k[None, :, None] == need[:, 0, None, None])
-             & (k[None, None, :] == need[:, 1, None, None])).double()       # [B, 8, 8]
-    pad = torch.nn.functional.pad
-    g = torch.zeros(b, hand_size + 2, hand_size + 2, dtype=torch.float64, device=seen.device)
-    g[:, 1, 1] = 1.0                                                         # G[end] = [a = b = 0]
-    gs = [g]
-    for i in range(pool - 1, -1, -1):
-        g = pad(m[:, 0, i, None, None] * g[:, :-1, 1:] + m[:, 1, i, None, None] * g[:, 1:, :-1]
-                + keep[:, i, None, None] * g[:, 1:, 1:], (1, 0, 1, 0))
-        gs.append(g)
-    gs.reverse()                                                              # gs[i]: G[i]
-    f = pad(start, (0, 1, 0, 1))
+             & (k[None, None, :] == need[:, 1, None, None])).long()         # [B, 8, 8]
+    # F behind a zero row and column; past a row's pool m is 0 and so is what it adds
+    f = torch.nn.functional.pad(start, (0, 1, 0, 1))
     parts = []
     for i in range(pool):
-        here, nxt = f[:, :-1, :-1], gs[i + 1]
+        here, nxt = f[:, :-1, :-1], g[:, i + 1]
         parts.append(torch.stack([here * nxt[:, :-1, 1:], here * nxt[:, 1:, :-1],
                                   here * nxt[:, 1:, 1:]], 1).sum((2, 3)))       # [B, 3]
-        f = pad(m[:, 0, i, None, None] * f[:, 1:, :-1] + m[:, 1, i, None, None] * f[:, :-1, 1:]
-                + keep[:, i, None, None] * here, (0, 1, 0, 1))
+        f = torch.nn.functional.pad(m[:, 0, i, None, None] * f[:, 1:, :-1]
+                                    + m[:, 1, i, None, None] * f[:, :-1, 1:]
+                                    + m[:, 2, i, None, None] * here, (0, 1, 0, 1))
     counts = torch.stack(parts, 2) * m                                        # [B, 3, 21]
-    total = (start * gs[0][:, 1:, 1:]).sum((1, 2))                           # [B]
-    scale = fits / torch.where(total > 0, total, torch.ones_like(total))
+    total = (start * g[:, 0, 1:, 1:]).sum((1, 2))                            # [B]
+    probs = counts.double() / torch.where(total > 0, total, torch.ones_like(total)
+                                          ).double()[:, None, None]
+    probs = probs * fits.double()[:, None, None]
     out = torch.zeros(b, 3, n_tiles, dtype=torch.float64, device=seen.device)
-    out = out.scatter(2, order[:, None, :].expand(b, 3, pool), counts * scale[:, None, None])
+    out = out.scatter(2, order[:, None, :].expand(b, 3, pool), probs)
     return out.reshape(b, (n_seats - 1) * n_tiles).float()
 
 
