@@ -53,6 +53,7 @@ setup(
         "eqfast-arena=eqfast.cli.arena:main",
         "eqfast-train-stage2=eqfast.cli.train_stage2:main",
         "eqfast-eval-stage2=eqfast.cli.eval_stage2:main",
+        "eqfast-average-stage2=eqfast.cli.average_stage2:main",
         "eqfast-iterate=eqfast.cli.iterate:main",
         "eqfast-bid=eqfast.cli.bid:main",
     ]},

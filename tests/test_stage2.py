@@ -529,16 +529,19 @@ def test_training_lowers_the_loss(dataset, tmp_path, records):
     assert card["n_samples"] == 8 and meta["data_hash"]
 
 
-def test_resumed_run_equals_straight_run(dataset, tmp_path):
+@pytest.mark.parametrize("ema", [0.0, 0.9])
+def test_resumed_run_equals_straight_run(dataset, tmp_path, ema):
     from safetensors.torch import load_file
 
-    train(tiny_config(dataset, tmp_path / "straight"), log=quiet, progress=False)
-    train(tiny_config(dataset, tmp_path / "resumed", stop_at=20), log=quiet, progress=False)
+    train(tiny_config(dataset, tmp_path / "straight", ema=ema), log=quiet, progress=False)
+    train(tiny_config(dataset, tmp_path / "resumed", stop_at=20, ema=ema), log=quiet,
+          progress=False)
     first = load_file(tmp_path / "resumed" / "checkpoint.safetensors")
-    train(tiny_config(dataset, tmp_path / "resumed"), log=quiet, progress=False)
+    train(tiny_config(dataset, tmp_path / "resumed", ema=ema), log=quiet, progress=False)
     a = load_file(tmp_path / "straight" / "checkpoint.safetensors")
     b = load_file(tmp_path / "resumed" / "checkpoint.safetensors")
     assert a.keys() == b.keys() and any(k.startswith("optim.") for k in a)
+    assert any(k.startswith("ema.") for k in a) == (ema > 0)
     for k in a:
         assert torch.equal(a[k], b[k]), k
     assert not torch.equal(first["model.head.weight"], b["model.head.weight"])
@@ -569,6 +572,23 @@ def test_init_starts_from_the_weights_and_is_recorded(dataset, tmp_path):
     with pytest.raises(ValueError, match="architecture"):
         train(tiny_config(dataset, tmp_path / "wide", init=str(start),
                           arch={**TINY_ARCH, "d_model": 64}), log=quiet, progress=False)
+
+
+def test_init_from_an_averaged_file_says_so(dataset, tmp_path):
+    from eqfast.stage2.average import average_stage2
+
+    for seed in (1, 2):
+        save_stage2(tmp_path / f"m{seed}.safetensors", random_model(seed), TINY_ARCH)
+    soup = tmp_path / "soup.safetensors"
+    average_stage2([tmp_path / "m1.safetensors", tmp_path / "m2.safetensors"], soup)
+    lines = []
+    train(tiny_config(dataset, tmp_path / "run", init=str(soup), stop_at=1, lr=1e-9),
+          log=lambda *a, **k: lines.append(" ".join(map(str, a))), progress=False)
+    assert any("(sha256 " in line and "the mean of 2 models)" in line for line in lines)
+    from safetensors import safe_open
+    with safe_open(tmp_path / "run" / "checkpoint.safetensors", "pt") as f:
+        state = json.loads(f.metadata()["state"])
+    assert state["init"]["average_of"] == 2 and state["init"]["steps"] is None
 
 
 @pytest.mark.parametrize("level", [0, 2])
@@ -607,6 +627,40 @@ def test_resume_with_other_settings_is_refused(dataset, tmp_path):
     with pytest.raises(ValueError, match="precision"):
         train(tiny_config(dataset, tmp_path / "run", precision="bf16"), log=quiet,
               progress=False)
+    with pytest.raises(ValueError, match="ema"):
+        train(tiny_config(dataset, tmp_path / "run", ema=0.99), log=quiet, progress=False)
+
+
+def test_ema_is_the_moving_average_of_the_steps_and_leaves_training_alone(dataset, tmp_path):
+    """Three steps from known weights, checkpointed after each: the saved average is
+    a_t = d_t a_(t-1) + (1 - d_t) w_t, d_t = min(d, (1 + t) / (10 + t)), a_0 = w_0, and the
+    trained weights are those of the same run without it."""
+    from safetensors.torch import load_file
+
+    start = tmp_path / "start.safetensors"
+    save_stage2(start, random_model(3), TINY_ARCH)
+    kw = dict(init=str(start), steps=3, eval_every=3, ckpt_every=1, warmup=0)
+    weights = [{k: v.double() for k, v in load_stage2(start).state_dict().items()}]
+    for stop in (1, 2, None):
+        train(tiny_config(dataset, tmp_path / "ema", ema=0.2, stop_at=stop, **kw), log=quiet,
+              progress=False)
+        ckpt = load_file(tmp_path / "ema" / "checkpoint.safetensors")
+        weights.append({k[6:]: v.double() for k, v in ckpt.items() if k.startswith("model.")})
+    want = dict(weights[0])
+    for t in (1, 2, 3):
+        d = min(0.2, (1 + t) / (10 + t))
+        want = {k: d * want[k] + (1 - d) * weights[t][k] for k in want}
+    got = {k[4:]: v for k, v in ckpt.items() if k.startswith("ema.")}
+    assert got.keys() == want.keys()
+    for k in want:
+        torch.testing.assert_close(got[k].double(), want[k], rtol=0, atol=1e-6)
+    assert any(not torch.equal(got[k].double(), weights[3][k]) for k in want)
+    last = load_file(tmp_path / "ema" / "last.safetensors")
+    assert all(torch.equal(last[k], got[k]) for k in last)
+    assert load_stage2_with_meta(tmp_path / "ema" / "last.safetensors")[1]["train"]["ema"] == 0.2
+    train(tiny_config(dataset, tmp_path / "plain", **kw), log=quiet, progress=False)
+    plain = load_file(tmp_path / "plain" / "checkpoint.safetensors")
+    assert all(torch.equal(plain[k], ckpt[k]) for k in plain)
 
 
 def test_bf16_training_moves_the_weights_and_records_its_precision(dataset, tmp_path):
@@ -632,7 +686,8 @@ def test_bf16_training_moves_the_weights_and_records_its_precision(dataset, tmp_
     (["--centered-weight", "-1"], "--centered-weight"),
     (["--device", "tpu"], "--device"), (["--init", "/no/such.safetensors"], "--init"),
     (["--length-groups", "0"], "--length-groups"), (["--policy-weight", "-1"], "--policy-weight"),
-    (["--policy-weight", "nan"], "--policy-weight")])
+    (["--policy-weight", "nan"], "--policy-weight"), (["--ema", "1"], "--ema"),
+    (["--ema", "-0.5"], "--ema")])
 def test_train_cli_bad_flags_exit_2(dataset, tmp_path, capsys, flags, needle):
     status = train_stage2.main(["--data", str(dataset), "--run", str(tmp_path / "r"), *flags])
     assert status == 2

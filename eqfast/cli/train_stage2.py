@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "with RHO times its cross-entropy added to the loss; the head is "
                          "built only when RHO > 0, play reads mu alone; 0 = no head "
                          "(docs/STAGE2.md)")
+    ap.add_argument("--ema", type=float, default=0.0, metavar="DECAY",
+                    help="evaluate and save (best/last) the exponential moving average of "
+                         "the weights over the steps, with this decay (0.999: about the "
+                         "last 1,000 steps); training continues from the trained weights; "
+                         "0 = off (docs/STAGE2.md)")
     ap.add_argument("--steps", type=int, default=20000,
                     help="optimizer steps of the whole run (with --time-budget: at most)")
     ap.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
@@ -129,6 +134,8 @@ def check_args(a) -> str | None:
         return f"--mc-weight must be in [0, 1], got {a.mc_weight}"
     if not (a.policy_weight >= 0 and a.policy_weight < float("inf")):
         return f"--policy-weight must be >= 0, got {a.policy_weight}"
+    if not 0 <= a.ema < 1:
+        return f"--ema must be in [0, 1), got {a.ema}"
     if a.loss == "nll" and a.no_var_head:
         return "--loss nll needs the variance head: drop --no-var-head"
     if a.time_budget is not None and not a.time_budget > 0:
@@ -172,7 +179,7 @@ def main(argv=None) -> int:
                       eval_every=a.eval_every, ckpt_every=a.ckpt_every, device=a.device,
                       stop_at=a.stop_at, time_budget=a.time_budget, init=a.init,
                       length_groups=a.length_groups, mc_weight=a.mc_weight,
-                      policy_weight=a.policy_weight, precision=a.precision)
+                      policy_weight=a.policy_weight, precision=a.precision, ema=a.ema)
     try:
         m = train(cfg, log=print, progress=not a.quiet)
     except (ValueError, ShardError) as e:        # a resume with other settings, an empty

@@ -281,8 +281,13 @@ def evaluate_rows(network, rows: dict[str, torch.Tensor], device, chunk: int = 8
 
 
 # ------------------------------------------------------------------ checkpoints
-def save_checkpoint(path: Path, network, optimizer, step: int, state: dict) -> None:
+def save_checkpoint(path: Path, network, optimizer, step: int, state: dict,
+                    extra: dict | None = None) -> None:
+    """`extra`: more modules to keep, by prefix (a Stage 2 run's averaged weights, "ema")."""
     tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in network.state_dict().items()}
+    for prefix, module in (extra or {}).items():
+        tensors.update({f"{prefix}.{k}": v.detach().cpu().contiguous()
+                        for k, v in module.state_dict().items()})
     opt = optimizer.state_dict()
     for pid, st in opt["state"].items():
         for k, v in st.items():
@@ -292,7 +297,8 @@ def save_checkpoint(path: Path, network, optimizer, step: int, state: dict) -> N
     atomic_save_safetensors(tensors, path, metadata=meta)
 
 
-def load_checkpoint(path: Path, network, optimizer) -> tuple[int, dict]:
+def load_checkpoint(path: Path, network, optimizer, extra: dict | None = None
+                    ) -> tuple[int, dict]:
     from safetensors import safe_open
 
     try:
@@ -302,6 +308,11 @@ def load_checkpoint(path: Path, network, optimizer) -> tuple[int, dict]:
     except Exception as e:
         raise ValueError(f"cannot read training checkpoint {path}: {e}") from e
     network.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    for prefix, module in (extra or {}).items():
+        held = {k[len(prefix) + 1:]: v for k, v in tensors.items() if k.startswith(prefix + ".")}
+        if not held:
+            raise ValueError(f"training checkpoint {path} holds no {prefix!r} weights")
+        module.load_state_dict(held)
     opt_state: dict = {}
     for k, v in tensors.items():
         if k.startswith("optim."):

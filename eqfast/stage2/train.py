@@ -26,6 +26,13 @@ cross-entropy sum_r w_r (-log softmax over the legal slots of the policy logits,
 slot of `action_taken`) / sum_r w_r: behaviour cloning of the moves the data's games
 played. ρ = 0 (the default) leaves the loss, and every step, exactly as without it.
 
+`ema` d > 0 keeps, beside the trained weights, their exponential moving average over the
+steps, a_t = d_t a_(t-1) + (1 - d_t) w_t with d_t = min(d, (1 + t) / (10 + t)) (t counting
+this run's steps, so the first steps do not pull the average towards the start): the
+evaluations, best.safetensors and last.safetensors are then the average's, while training
+goes on from the trained weights. It averages one run's last steps as eqfast-average-stage2
+averages runs (docs/STAGE2.md, "Averaging the loop's models").
+
 AdamW, linear warm-up then cosine decay to `min_lr_frac` * lr at `steps` (or over the spent
 fraction of `time_budget`). Each step draws `batch` records uniformly (with replacement)
 from the train split with a CPU generator keyed by mix_seed(seed, step), whatever the
@@ -34,7 +41,8 @@ the same sequence: interrupted and resumed equals straight, bit for bit on the C
 (tests/test_stage2.py). A `time_budget` run depends on the machine's speed.
 
 Run directory (as eqfast/oracle/train.py):
-    checkpoint.safetensors  model + optimizer state + history (atomic; resumed automatically)
+    checkpoint.safetensors  model (+ its average) + optimizer state + history (atomic;
+                            resumed automatically)
     best.safetensors        weights (stage2/weights.py format) with the lowest val regret
     last.safetensors        weights at the latest evaluation
     history.jsonl           one JSON line per evaluation (the learning curve)
@@ -42,6 +50,7 @@ Run directory (as eqfast/oracle/train.py):
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -66,9 +75,9 @@ LOSSES = ("mse", "nll")
 #: arguments a resumed run must share with the checkpoint (the others may change)
 RESUME_KEYS = ("arch", "loss", "forced_weight", "centered_weight", "steps", "batch", "lr",
                "weight_decay", "warmup", "min_lr_frac", "seed", "time_budget", "init",
-               "mc_weight", "policy_weight", "precision")
+               "mc_weight", "policy_weight", "precision", "ema")
 #: the value a checkpoint written before a RESUME_KEYS entry existed had
-RESUME_DEFAULTS = {"mc_weight": 0.0, "policy_weight": 0.0, "precision": "fp32"}
+RESUME_DEFAULTS = {"mc_weight": 0.0, "policy_weight": 0.0, "precision": "fp32", "ema": 0.0}
 
 
 @dataclass
@@ -98,6 +107,7 @@ class TrainConfig:
     mc_weight: float = 0.0       # λ: played move's target (1 - λ) E[Q] + λ realized_to_go
     policy_weight: float = 0.0   # ρ: weight of the auxiliary policy head's cross-entropy
     precision: str = "fp32"      # "bf16": the forward under autocast (a GPU's tensor cores)
+    ema: float = 0.0             # d: evaluate and save the weights' moving average (0: off)
 
 
 def check_train_config(cfg: TrainConfig) -> None:
@@ -128,6 +138,8 @@ def check_train_config(cfg: TrainConfig) -> None:
         raise ValueError(f"time_budget must be > 0 seconds, got {cfg.time_budget}")
     if cfg.length_groups < 1:
         raise ValueError(f"length_groups must be >= 1, got {cfg.length_groups}")
+    if not 0 <= cfg.ema < 1:
+        raise ValueError(f"ema must be in [0, 1), got {cfg.ema}")
     if cfg.precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {cfg.precision!r}")
 
@@ -156,8 +168,11 @@ def init_weights(model: torch.nn.Module, cfg: TrainConfig) -> dict:
         state[key] = grown
     model.load_state_dict(state)
     digest = hashlib.sha256(Path(cfg.init).read_bytes()).hexdigest()
-    return {"path": str(cfg.init), "sha256": digest,
+    card = {"path": str(cfg.init), "sha256": digest,
             "steps": meta["train"].get("step"), "records_seen": meta["train"].get("records_seen")}
+    if "average" in meta["train"]:  # eqfast-average-stage2's output: no steps of its own
+        card["average_of"] = len(meta["train"]["average"])
+    return card
 
 
 def policy_cross_entropy(logits: torch.Tensor, batch: dict) -> torch.Tensor:
@@ -247,8 +262,11 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     state = {"records_seen": 0, "best_regret": None, "history": [], "wall_s": 0.0,
              "config": asdict(cfg)}
     step = 0
+    # the weights' moving average (cfg.ema), evaluated and saved in the trained weights' place
+    average = copy.deepcopy(model).eval() if cfg.ema > 0 else None
+    extra = {"ema": average} if average is not None else None
     if ckpt.exists():
-        step, state = load_checkpoint(ckpt, model, optimizer)
+        step, state = load_checkpoint(ckpt, model, optimizer, extra)
         saved = state.get("config", {})
         if isinstance(saved.get("arch"), dict):     # keys added since fill in their default
             saved["arch"] = {**CONFIG_OPTIONAL, **saved["arch"]}
@@ -263,8 +281,12 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
         log(f"resumed {ckpt} at step {step} ({state['records_seen']} records seen)", flush=True)
     elif cfg.init is not None:
         state["init"] = init_weights(model, cfg)
-        log(f"started from {cfg.init} (sha256 {state['init']['sha256'][:16]}, "
-            f"{state['init']['steps']} steps)", flush=True)
+        init = state["init"]
+        what = (f"the mean of {init['average_of']} models" if "average_of" in init
+                else f"{init['steps']} steps")
+        log(f"started from {cfg.init} (sha256 {init['sha256'][:16]}, {what})", flush=True)
+        if average is not None:
+            average.load_state_dict(model.state_dict())
     atomic_write_text(run / "config.json", json.dumps(asdict(cfg), indent=1) + "\n")
     n = train_rows["q"].shape[0]
     log(f"{count_parameters(model)} parameters ({cfg.arch}); {n} train records, "
@@ -294,10 +316,16 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
         loss.backward()
         optimizer.step()
         step += 1
+        if average is not None:
+            decay = min(cfg.ema, (1 + step) / (10 + step))
+            with torch.no_grad():
+                for a, w in zip(average.parameters(), model.parameters()):
+                    a.lerp_(w, 1 - decay)
         state["records_seen"] += cfg.batch
         last, evaluate = clock.after_step(step, loss)
         if evaluate:
-            metrics = evaluate_rows(model, val_rows, device, cfg.loss, cfg.centered_weight)
+            scored = model if average is None else average
+            metrics = evaluate_rows(scored, val_rows, device, cfg.loss, cfg.centered_weight)
             state["wall_s"] = clock.wall()
             point = {"step": step, "records_seen": state["records_seen"],
                      "wall_s": round(state["wall_s"], 1), "train_loss": clock.loss,
@@ -316,17 +344,19 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
                           "forced_weight": cfg.forced_weight,
                           "centered_weight": cfg.centered_weight, "mc_weight": cfg.mc_weight,
                           **({"policy_weight": cfg.policy_weight} if cfg.policy_weight else {}),
+                          **({"ema": cfg.ema} if cfg.ema else {}),
                           "device": device_name, "precision": cfg.precision,
                           "time_budget_s": cfg.time_budget, "init": state.get("init"),
                           "data_card": card}
             val_metrics = {"split": "val", **metrics}
-            save_stage2(run / "last.safetensors", model, cfg.arch, dh, val_metrics, train_info)
+            save_stage2(run / "last.safetensors", scored, cfg.arch, dh, val_metrics, train_info)
             if state["best_regret"] is None or metrics["regret"] < state["best_regret"]:
                 state["best_regret"] = metrics["regret"]
-                save_stage2(run / "best.safetensors", model, cfg.arch, dh, val_metrics, train_info)
+                save_stage2(run / "best.safetensors", scored, cfg.arch, dh, val_metrics,
+                            train_info)
         if step % cfg.ckpt_every == 0 or last:
             state["wall_s"] = clock.wall()
-            save_checkpoint(ckpt, model, optimizer, step, state)
+            save_checkpoint(ckpt, model, optimizer, step, state, extra)
         if clock.out_of_time:
             log(f"time budget of {cfg.time_budget:.0f} s spent at step {step}", flush=True)
             break
