@@ -363,6 +363,27 @@ def test_killed_league_resumes_to_the_uninterrupted_result(tmp_path):
     assert same_arrays(arrays(open_league(d, None, build)), want)
 
 
+def test_sigterm_stops_the_league_like_ctrl_c(tmp_path):
+    """`kill PID` (SIGTERM), even with SIGINT ignored as in a background job: status 130,
+    the report written with the saved chunks, the message on stderr."""
+    d = tmp_path / "lg"
+    cmd = [sys.executable, "-m", "eqfast.cli.arena", "--league", str(d), "--policies",
+           "random,rules", "--min-hands", "20000", "--max-hands", "20000", "--chunk", "8",
+           "--quiet"]
+    proc = subprocess.Popen(cmd, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    deadline = time.monotonic() + 60
+    while not list((d / "pairs").glob("pair-*.npz")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert b"interrupted with 1 pairs unfinished" in err and b"Traceback" not in err
+    report = json.loads((d / REPORT_FILE).read_text())
+    assert not report["complete"] and 0 < report["pairs"][0]["hands"] < 20000
+    assert b"League: 2 policies" in out
+
+
 def test_a_panel_may_grow_but_not_change(tmp_path):
     d = tmp_path / "lg"
     first = open_league(d, ["random", "rules"], build, **TINY)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -373,10 +374,15 @@ def league_main(args) -> int:
             bar.total = max(league.projected_hands() - played, bar.n + hands)
             bar.update(hands, pair=f"{pair.a} v {pair.b}", hands=pair.hands,
                        ci=f"±{hw:.2f}" if hw is not None else "-")
+        # `kill` (SIGTERM) stops the league as Ctrl-C does: the report is written; a
+        # process started in the background may have SIGINT ignored, SIGTERM never is
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             league.run(args.batch, args.device, budget, on_chunk)
         except KeyboardInterrupt:      # the chunk in flight is lost; every saved one stays
             interrupted = True
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     report = write_report(league)
     if args.json:
         print(json.dumps(report))
@@ -387,6 +393,10 @@ def league_main(args) -> int:
               f"{sum(p['status'] == 'playing' for p in report['pairs'])} pairs unfinished; "
               f"run the same command again to continue", file=sys.stderr)
     return 130 if interrupted else 0
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
