@@ -115,6 +115,18 @@ def test_cli_writes_and_reports(tmp_path, capsys):
         str(a), str(b)]
 
 
+def test_a_mean_of_means_says_so(tmp_path, capsys):
+    files = [saved(tmp_path / f"m{i}.safetensors", i) for i in range(3)]
+    inner = tmp_path / "inner.safetensors"
+    average_stage2(files[:2], inner)
+    capsys.readouterr()
+    assert cli.main([str(inner), str(files[2]), "--out", str(tmp_path / "outer.safetensors")]) == 0
+    text = capsys.readouterr().out
+    assert "(sha256 " in text and "the mean of 2 models)" in text and "102 steps)" in text
+    cards = load_stage2_with_meta(tmp_path / "outer.safetensors")[1]["train"]["average"]
+    assert cards[0]["average_of"] == 2 and "average_of" not in cards[1]
+
+
 def test_help_lists_the_flags(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["--help"])

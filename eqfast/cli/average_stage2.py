@@ -45,8 +45,9 @@ def main(argv=None) -> int:
         print(f"eqfast-average-stage2: {e}", file=sys.stderr)
         return 2
     for card in record["average"]:
-        print(f"  {card['weight']:g} x {card['path']} (sha256 {card['sha256'][:8]}, "
-              f"{card['steps']} steps)")
+        what = (f"the mean of {card['average_of']} models" if "average_of" in card
+                else f"{card['steps']} steps")
+        print(f"  {card['weight']:g} x {card['path']} (sha256 {card['sha256'][:8]}, {what})")
     print(f"wrote {a.out}: the mean of {len(record['average'])} models")
     return 0
 

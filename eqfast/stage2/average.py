@@ -13,7 +13,6 @@ import hashlib
 import math
 from pathlib import Path
 
-import torch
 
 from .model import check_config
 from .weights import load_stage2_with_meta, save_stage2
@@ -68,6 +67,9 @@ def average_stage2(sources, out, weights=None) -> dict:
 
 
 def _card(path: Path, meta: dict, weight: float) -> dict:
-    return {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+    card = {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
             "weight": weight, "steps": meta["train"].get("step"),
             "records_seen": meta["train"].get("records_seen")}
+    if "average" in meta["train"]:          # itself a mean: no steps of its own
+        card["average_of"] = len(meta["train"]["average"])
+    return card
