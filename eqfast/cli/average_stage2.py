@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 @quiet_on_closed_stdout
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
-    from ..stage2.average import average_stage2
+    from ..stage2.average import average_stage2, describe
     from ..stage2.weights import stage2_weights
 
     try:
@@ -45,9 +45,8 @@ def main(argv=None) -> int:
         print(f"eqfast-average-stage2: {e}", file=sys.stderr)
         return 2
     for card in record["average"]:
-        what = (f"the mean of {card['average_of']} models" if "average_of" in card
-                else f"{card['steps']} steps")
-        print(f"  {card['weight']:g} x {card['path']} (sha256 {card['sha256'][:8]}, {what})")
+        print(f"  {card['weight']:g} x {card['path']} (sha256 {card['sha256'][:8]}, "
+              f"{describe(card)})")
     print(f"wrote {a.out}: the mean of {len(record['average'])} models")
     return 0
 

@@ -2,7 +2,7 @@
 
 Runs of the improvement loop and of replay all descend from one set of weights and so
 lie in one basin; the mean of their parameters is a single model, as fast as any of them,
-that plays better than each (docs/STAGE2.md, "Averaging the loop's models"). The mean is
+that can play better than each (measured: docs/STAGE2.md, "Averaging the loop's models"). The mean is
 taken in float64 over every tensor, uniform or with the given weights. The files must share
 an architecture; that they also share a starting point is the caller's to know, since
 nothing in a file says where its training began.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import math
 from pathlib import Path
-
 
 from .model import check_config
 from .weights import load_stage2_with_meta, save_stage2
@@ -42,34 +41,44 @@ def average_stage2(sources, out, weights=None) -> dict:
     if not all(math.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
         raise ValueError(f"weights must be finite, >= 0 and not all 0, got {weights}")
 
-    model, meta = load_stage2_with_meta(sources[0])
-    config = check_config(meta["config"])
-    total = {k: v.double() * weights[0] for k, v in model.state_dict().items()}
-    cards = [_card(sources[0], meta, weights[0])]
-    hashes = {meta.get("data_hash", "")}
-    for src, w in zip(sources[1:], weights[1:]):
-        other, m = load_stage2_with_meta(src)
-        if check_config(m["config"]) != config:
-            raise ValueError(f"{src} has the architecture {m['config']}, {sources[0]} "
-                             f"{meta['config']}: only models of one architecture average")
-        for k, v in other.state_dict().items():
-            total[k] += v.double() * w
-        cards.append(_card(src, m, w))
-        hashes.add(m.get("data_hash", ""))
+    model = config = None
+    total: dict = {}
+    cards, hashes = [], set()
+    for src, w in zip(sources, weights):
+        loaded, meta = load_stage2_with_meta(src)
+        if model is None:
+            model, config, first = loaded, check_config(meta["config"]), (src, meta["config"])
+        elif check_config(meta["config"]) != config:
+            raise ValueError(f"{src} has the architecture {meta['config']}, {first[0]} "
+                             f"{first[1]}: only models of one architecture average")
+        for k, v in loaded.state_dict().items():
+            total[k] = total.get(k, 0.0) + v.double() * w
+        cards.append({**source_card(src, meta), "weight": w})
+        hashes.add(meta.get("data_hash", ""))
     scale = 1.0 / sum(weights)
     model.load_state_dict({k: (v * scale).to(model.state_dict()[k].dtype)
                            for k, v in total.items()})
     record = {"average": cards}
     # one data hash when every source saw the same data; otherwise none claims to hold
-    save_stage2(out, model, meta["config"], hashes.pop() if len(hashes) == 1 else "",
-                {}, record)
+    save_stage2(out, model, first[1], hashes.pop() if len(hashes) == 1 else "", {}, record)
     return record
 
 
-def _card(path: Path, meta: dict, weight: float) -> dict:
+def source_card(path, meta: dict) -> dict:
+    """What a run or a mean records of a weights file it starts from: path, SHA-256 and the
+    file's own steps and records seen, or for a mean of models (no steps of its own) how
+    many it averages."""
+    path = Path(path)
     card = {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-            "weight": weight, "steps": meta["train"].get("step"),
+            "steps": meta["train"].get("step"),
             "records_seen": meta["train"].get("records_seen")}
-    if "average" in meta["train"]:          # itself a mean: no steps of its own
+    if "average" in meta["train"]:
         card["average_of"] = len(meta["train"]["average"])
     return card
+
+
+def describe(card: dict) -> str:
+    """'N steps', or 'the mean of N models', for a log line."""
+    if "average_of" in card:
+        return f"the mean of {card['average_of']} models"
+    return f"{card['steps']} steps"

@@ -51,7 +51,6 @@ Run directory (as eqfast/oracle/train.py):
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import math
 import platform
@@ -64,6 +63,7 @@ from ..oracle.train import StepClock, load_checkpoint, lr_at, save_checkpoint
 from ..rules.deal import mix_seed
 from ..utils.atomic import atomic_write_text
 from .defaults import LENGTH_GROUPS, PRECISIONS
+from .average import describe, source_card
 from .data import FORCED_WEIGHT, data_card, data_hash, load_split, prepare_rows
 from .evaluate import metrics as eval_metrics
 from .evaluate import predict
@@ -167,12 +167,7 @@ def init_weights(model: torch.nn.Module, cfg: TrainConfig) -> dict:
             grown[:, :state[key].shape[1]] = state[key]
         state[key] = grown
     model.load_state_dict(state)
-    digest = hashlib.sha256(Path(cfg.init).read_bytes()).hexdigest()
-    card = {"path": str(cfg.init), "sha256": digest,
-            "steps": meta["train"].get("step"), "records_seen": meta["train"].get("records_seen")}
-    if "average" in meta["train"]:  # eqfast-average-stage2's output: no steps of its own
-        card["average_of"] = len(meta["train"]["average"])
-    return card
+    return source_card(cfg.init, meta)
 
 
 def policy_cross_entropy(logits: torch.Tensor, batch: dict) -> torch.Tensor:
@@ -281,10 +276,8 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
         log(f"resumed {ckpt} at step {step} ({state['records_seen']} records seen)", flush=True)
     elif cfg.init is not None:
         state["init"] = init_weights(model, cfg)
-        init = state["init"]
-        what = (f"the mean of {init['average_of']} models" if "average_of" in init
-                else f"{init['steps']} steps")
-        log(f"started from {cfg.init} (sha256 {init['sha256'][:16]}, {what})", flush=True)
+        log(f"started from {cfg.init} (sha256 {state['init']['sha256'][:16]}, "
+            f"{describe(state['init'])})", flush=True)
         if average is not None:
             average.load_state_dict(model.state_dict())
     atomic_write_text(run / "config.json", json.dumps(asdict(cfg), indent=1) + "\n")
