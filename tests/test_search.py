@@ -83,6 +83,14 @@ def test_chunked_forwards_give_the_same_values(stage2, monkeypatch):
     assert bool(torch.isfinite(want).sum() * 3 > 7)     # more rows than one chunk
 
 
+def test_forward_chunks_by_device():
+    """256-row forwards on the CPU, larger ones on a GPU (the values are the same either
+    way: the test above)."""
+    assert rollout_mod.chunk_rows("cpu") == rollout_mod.CHUNK_ROWS == 256
+    assert rollout_mod.chunk_rows(torch.device("cuda", 0)) == rollout_mod.DEVICE_CHUNK_ROWS
+    assert rollout_mod.DEVICE_CHUNK_ROWS > 100 * rollout_mod.CHUNK_ROWS // 2
+
+
 def test_a_forced_move_is_played_without_search(stage2):
     """Decision 3 of a trick in which the actor has one legal tile, and every decision of
     the last trick: the only legal slot, whatever the worlds."""

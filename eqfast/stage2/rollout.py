@@ -34,20 +34,32 @@ import torch
 from ..rules.batched import BatchedGames
 from .policy import stage2_mu, stage2_slots
 
-#: rows per Stage 2 forward: a [256, T, 64] activation stays in the CPU's cache; one forward
-#: over 3,200 rollout rows took 1.7x the time of the same rows in chunks of 256 (2-core VM,
-#: one thread, 16 plays into the hand)
+#: rows per Stage 2 forward on the CPU: a [256, T, 64] activation stays in the cache; one
+#: forward over 3,200 rollout rows took 1.7x the time of the same rows in chunks of 256
+#: (2-core VM, one thread, 16 plays into the hand)
 CHUNK_ROWS = 256
+#: rows per forward on a GPU, where a 256-row forward is a few microseconds of work behind
+#: each kernel launch: a generate batch of 2,048 games at N = 16 asks about 130,000 rollout
+#: rows per simulated play, 8 forwards at this size instead of 500. The largest activation,
+#: the attention scores, is 16,384 x 4 heads x 36 x 36 fp32 = 340 MB.
+DEVICE_CHUNK_ROWS = 16384
 DEFAULT_ROLLOUT_TURNS = 7
 
 
+def chunk_rows(device) -> int:
+    """Rows per Stage 2 forward on `device` (CHUNK_ROWS on the CPU, DEVICE_CHUNK_ROWS
+    elsewhere); the values do not depend on it (tests/test_search.py)."""
+    return CHUNK_ROWS if torch.device(device).type == "cpu" else DEVICE_CHUNK_ROWS
+
+
 def chunked(fn, games: BatchedGames):
-    """fn(games) over chunks of CHUNK_ROWS rows, the outputs concatenated (a tensor or a
-    tuple of tensors)."""
-    if games.batch_size <= CHUNK_ROWS:
+    """fn(games) over chunks of `chunk_rows(games.device)` rows, the outputs concatenated (a
+    tensor or a tuple of tensors)."""
+    rows = chunk_rows(games.device)
+    if games.batch_size <= rows:
         return fn(games)
-    outs = [fn(games.select(slice(i, i + CHUNK_ROWS)))
-            for i in range(0, games.batch_size, CHUNK_ROWS)]
+    outs = [fn(games.select(slice(i, i + rows)))
+            for i in range(0, games.batch_size, rows)]
     if isinstance(outs[0], tuple):
         return tuple(torch.cat(parts) for parts in zip(*outs))
     return torch.cat(outs)
@@ -144,4 +156,5 @@ def rollout_from_spec(spec: str, device="cpu"):
 
 
 __all__ = ["rollout_values", "RolloutOracle", "rollout_from_spec", "is_rollout_spec",
-           "chunked", "check_turns", "CHUNK_ROWS", "DEFAULT_ROLLOUT_TURNS"]
+           "chunked", "chunk_rows", "check_turns", "CHUNK_ROWS", "DEVICE_CHUNK_ROWS",
+           "DEFAULT_ROLLOUT_TURNS"]

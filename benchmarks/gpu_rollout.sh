@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Rollout labels at GPU volume, in one lease: the shipped Stage 2 plays games (epsilon
+# 0.05) while `rollout:1` labels them on the GPU (each move valued by the hand played on by
+# that model at every seat to the actor's next turn, 16 uniform worlds: the labels of the
+# improvement loop, docs/STAGE2.md "Rollout labels"), then two Stage 2 models train on
+# them side by side on the same GPU, and the weights come back for matches on the CPU.
+#
+# Usage (repository root, on the GPU machine; its python3 holds CUDA torch):
+#   OUT=$OUT bash benchmarks/gpu_rollout.sh          # deadline 540 s (DEADLINE_S)
+#   bash benchmarks/gpu_rollout.sh --dry-run         # the same steps, tiny, on a CPU (60 s)
+#
+# Timeline (seconds from the start; the generation stops at GEN_STOP_S whatever it reached,
+# each shard of GPB games saved as it completes; the training lanes get what is left
+# before the deadline less LOAD_S for reading the records):
+#   0    preflight, install
+#   ~20  eqfast-generate --oracle rollout:1 --n-samples 16 --play-policy stage2 --epsilon
+#        0.05 --device cuda --pipeline reference: games/s of rollout labels on the GPU
+#   then two training lanes side by side on every game generated:
+#     A  d_model 128, 4 layers, feed-forward 256 (4.4x the shipped parameters), from
+#        scratch, bf16, batch 4,096, lr 2e-3 (the recipe of docs/STAGE2.md "A million GPU
+#        games")
+#     B  the shipped size from the shipped weights (--init), the replay rounds' recipe
+#        (lr 5e-4) at batch 1,024
+# Results in $OUT: steps.txt run.log big.safetensors big.jsonl init.safetensors init.jsonl
+# and the first four shards of the test split of the generated data (test/).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+DRY=0
+[ "${1:-}" = "--dry-run" ] && DRY=1
+DEADLINE=${DEADLINE_S:-540}
+[ $DRY = 1 ] && DEADLINE=${DEADLINE_S:-60}
+OUT=${OUT:-runs/gpu_rollout}
+W=${EQFAST_ROLLOUT_DIR:-/tmp/eqfast-rollout}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT" "$W"
+export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1
+T0=$(date +%s)
+elapsed() { echo $(( $(date +%s) - T0 )); }
+say() { echo "[$(elapsed) s] $*" | tee -a "$OUT/steps.txt"; }
+
+if [ $DRY = 1 ]; then
+    GAMES=${GAMES:-16}; GPB=8; GEN_STOP_S=${GEN_STOP_S:-120}; LOAD_S=10; DEV=cpu
+    A_FLAGS=(--batch 64 --eval-every 10 --ckpt-every 10 --threads 1)
+    B_FLAGS=(--batch 64 --eval-every 10 --ckpt-every 10 --threads 1)
+else
+    GAMES=${GAMES:-400000}; GPB=${GPB:-2048}; GEN_STOP_S=${GEN_STOP_S:-280}
+    LOAD_S=${LOAD_S:-30}; DEV=cuda
+    A_FLAGS=(--batch 4096 --eval-every 500 --ckpt-every 1000 --threads 4)
+    B_FLAGS=(--batch 1024 --eval-every 500 --ckpt-every 1000 --threads 4)
+fi
+RECIPE=(--seen-tiles 2 --loss nll --centered-weight 1 --precision bf16 --length-groups 2
+        --steps 1000000 --quiet)
+
+say "start $(date -u +%Y-%m-%dT%H:%M:%SZ) commit ${EQFAST_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)} dry-run $DRY deadline $DEADLINE"
+if [ $DRY = 0 ]; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >> "$OUT/run.log" 2>&1 \
+        || { say "no GPU: nvidia-smi failed"; exit 1; }
+fi
+$PY -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.cuda.is_available()); assert $DRY or torch.cuda.is_available()" \
+    >> "$OUT/run.log" 2>&1 || { say "preflight failed"; cat "$OUT/run.log"; exit 1; }
+if [ $DRY = 0 ]; then
+    $PY -m pip install -q --no-build-isolation --no-deps --no-index -e . >> "$OUT/run.log" 2>&1 \
+        || { say "install failed"; tail -20 "$OUT/run.log"; exit 1; }
+fi
+say "preflight ok: $(tail -1 "$OUT/run.log")"
+
+# ---- the rollout labels, alone on the GPU
+left=$(( GEN_STOP_S - $(elapsed) ))
+say "generate: up to $GAMES games of rollout:1 labels, $GPB a batch (stops at ${GEN_STOP_S} s: ${left} s)"
+generate() {    # $1: the device stages' backend (auto: Triton kernels on CUDA)
+    timeout -s TERM -k 15 $(( GEN_STOP_S - $(elapsed) )) $PY -m eqfast.cli.generate \
+        --out "$W/data" --games $GAMES --seed-start 32000000000 --games-per-batch $GPB \
+        --device $DEV --backend $1 --pipeline reference --oracle rollout:1 --n-samples 16 \
+        --play-policy stage2 --epsilon 0.05 --quiet >> "$OUT/run.log" 2>&1
+}
+g0=$(date +%s.%N)
+generate auto
+rc=$?
+if [ $rc != 0 ] && [ $rc != 124 ] && [ $(elapsed) -lt 90 ]; then
+    # a failure at start-up (not the deadline's TERM): the pure-PyTorch stages instead
+    say "generate: exit $rc with the Triton backend ($(tail -1 "$OUT/run.log")); again with --backend reference"
+    rm -rf "$W/data"
+    g0=$(date +%s.%N)
+    generate reference
+    rc=$?
+fi
+g1=$(date +%s.%N)
+read -r ng nr < <($PY - "$W/data" <<'EOF'
+import json, sys
+from pathlib import Path
+batches, recs = set(), 0
+for p in Path(sys.argv[1]).glob("*/shard_*.json"):
+    s = json.loads(p.read_text())["shard"]
+    batches.add((s["seed_lo"], s["seed_hi"]))
+    recs += s["n_records"]
+print(sum(hi - lo + 1 for lo, hi in batches), recs)
+EOF
+)
+say "generate: exit $rc, $ng games ($nr records) in $(awk -v n="$ng" -v a="$g0" -v b="$g1" 'BEGIN { printf "%.1f s: %.2f games/s", b - a, n / (b - a) }') (start-up and the last, unfinished batch included); $(du -sm "$W/data" | cut -f1) MB"
+mkdir -p "$OUT/test"      # the first four test shards: a held-out set for the CPU
+for f in $(ls "$W/data/test/"shard_*.safetensors 2>/dev/null | head -4); do
+    cp "$f" "${f%.safetensors}.json" "$OUT/test/"
+done
+[ "${ng:-0}" -gt 0 ] || { say "no games: nothing to train"; exit 1; }
+
+# ---- two training lanes side by side on the same records
+budget=$(( DEADLINE - $(elapsed) - LOAD_S ))
+say "train: lanes A (big, from scratch) and B (shipped size, from the shipped weights), ${budget} s each"
+(
+    $PY -m eqfast.cli.train_stage2 --data "$W/data" --run "$W/big" --device $DEV \
+        --d-model 128 --layers 4 --heads 4 --d-ff 256 --lr 2e-3 --warmup 300 \
+        --time-budget $budget "${RECIPE[@]}" "${A_FLAGS[@]}" > "$W/big.log" 2>&1
+    echo "train exit $?" >> "$W/big.log"
+) &
+A=$!
+(
+    $PY -m eqfast.cli.train_stage2 --data "$W/data" --run "$W/init" --device $DEV \
+        --init eqfast/models/stage2.safetensors --d-model 64 --layers 3 --heads 4 --d-ff 128 \
+        --lr 5e-4 --warmup 300 --time-budget $budget "${RECIPE[@]}" "${B_FLAGS[@]}" \
+        > "$W/init.log" 2>&1
+    echo "train exit $?" >> "$W/init.log"
+) &
+B=$!
+wait $A $B
+for lane in big init; do
+    say "train $lane: $(grep -E 'train exit|final|budget|parameters|steps' "$W/$lane.log" | tail -4 | tr '\n' ' ')"
+    cat "$W/$lane.log" >> "$OUT/run.log"
+    cp "$W/$lane/best.safetensors" "$OUT/$lane.safetensors" 2>/dev/null
+    cp "$W/$lane/history.jsonl" "$OUT/$lane.jsonl" 2>/dev/null
+done
+say "end"
