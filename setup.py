@@ -30,8 +30,8 @@ setup(
     extras_require={
         # the ONNX export and its check (eqfast-export-oracle --format onnx)
         "onnx": ["onnx>=1.16", "onnxscript>=0.2", "onnxruntime>=1.18"],
-        "test": ["pytest>=7", "pytest-benchmark>=4", "onnx>=1.16", "onnxscript>=0.2",
-                 "onnxruntime>=1.18", "ruff>=0.6", "matplotlib>=3.7"],
+        "test": ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4", "onnx>=1.16",
+                 "onnxscript>=0.2", "onnxruntime>=1.18", "ruff>=0.6", "matplotlib>=3.7"],
         # eqfast-report's figures
         "report": ["matplotlib>=3.7"],
         "bench": ["pytest-benchmark>=4"],
