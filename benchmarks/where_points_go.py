@@ -9,9 +9,9 @@ d % 4 (eqfast/play/arena.py), and a kind is a set of decision indices. OTHER dec
 from the same public state and keys as it would in its own games, so no information
 leaks; the swap changes who chooses, not what the seat sees.
 
-The kinds of one partition (the four places, or the seven tricks) cover every decision
-once, so their margins sum to about OTHER's own margin over BASE (the `all` row) when the
-swaps do not interact; the sum and that row are printed side by side.
+The kinds of one partition (the four places, lead and follow, or the seven tricks) cover
+every decision once, so their margins sum to about OTHER's own margin over BASE (the `all`
+row) when the swaps do not interact; each partition's sum is printed below the table.
 
     python benchmarks/where_points_go.py --base stage2 --other eq:default:32 --hands 10000
 
@@ -34,14 +34,18 @@ PLACES = ("lead", "second", "third", "fourth")
 
 
 def kinds(partition: str) -> dict[str, frozenset[int]]:
-    """The kinds of a partition ('place', 'trick' or 'all') as decision-index sets."""
+    """The kinds of a partition as decision-index sets: 'place' (lead, second, third,
+    fourth), 'side' (lead, follow: the other three places), 'trick' (1..7) or 'all'."""
     if partition == "place":
         return {p: frozenset(range(k, N_DECISIONS, 4)) for k, p in enumerate(PLACES)}
+    if partition == "side":
+        lead = frozenset(range(0, N_DECISIONS, 4))
+        return {"lead": lead, "follow": frozenset(range(N_DECISIONS)) - lead}
     if partition == "trick":
         return {f"trick {t + 1}": frozenset(range(4 * t, 4 * t + 4)) for t in range(7)}
     if partition == "all":
         return {"all": frozenset(range(N_DECISIONS))}
-    raise ValueError(f"unknown partition {partition!r} (place, trick or all)")
+    raise ValueError(f"unknown partition {partition!r} (place, side, trick or all)")
 
 
 class SwapPolicy:
@@ -102,7 +106,8 @@ def main(argv=None) -> int:
     p.add_argument("--other", default="eq:default:32",
                    help="the player whose moves of one kind the hybrids take")
     p.add_argument("--partitions", default="all,place,trick",
-                   help="comma-separated: all (OTHER itself), place, trick")
+                   help="comma-separated: all (OTHER itself), place, side (lead, follow), "
+                        "trick")
     p.add_argument("--hands", type=int, default=10000, help="hands per match (even)")
     p.add_argument("--seed-start", type=int, default=6_000_000_000,
                    help="first deal seed (default above the training and league seeds)")

@@ -21,7 +21,7 @@ _spec.loader.exec_module(where)
 SEEDS = range(50, 56)
 
 
-@pytest.mark.parametrize("partition", ["place", "trick", "all"])
+@pytest.mark.parametrize("partition", ["place", "side", "trick", "all"])
 def test_a_partition_covers_every_decision_once(partition):
     sets = list(where.kinds(partition).values())
     assert sorted(d for s in sets for d in s) == list(range(N_DECISIONS))
