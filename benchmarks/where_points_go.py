@@ -68,11 +68,11 @@ class SwapPolicy:
 
 
 def run(base_spec: str, other_spec: str, partitions, hands: int, seed_start: int,
-        batch: int, run_seed: int, on_row=None) -> list[dict]:
+        batch: int, run_seed: int, on_row=None, threads: int = 1) -> list[dict]:
     if hands < 2 or hands % 2:
         raise ValueError(f"--hands must be an even number >= 2, got {hands}")
-    base = policy_from_spec(base_spec, run_seed=run_seed)
-    other = policy_from_spec(other_spec, run_seed=run_seed)
+    base = policy_from_spec(base_spec, run_seed=run_seed, threads=threads)
+    other = policy_from_spec(other_spec, run_seed=run_seed, threads=threads)
     seeds = range(seed_start, seed_start + hands // 2)
     rows = []
     for partition in partitions:
@@ -113,7 +113,8 @@ def main(argv=None) -> int:
                    help="first deal seed (default above the training and league seeds)")
     p.add_argument("--batch", type=int, default=500, help="deals played in lockstep")
     p.add_argument("--run-seed", type=int, default=0, help="seed of the policies' draws")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads and the exact solver's threads (eq:exact)")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -124,7 +125,8 @@ def main(argv=None) -> int:
         print("partition kind     points a hand [95%]    hands  OTHER decisions  seconds",
               file=sys.stderr)
         rows = run(args.base, args.other, partitions, args.hands, args.seed_start, args.batch,
-                   args.run_seed, on_row=lambda r: print(fmt(r), file=sys.stderr, flush=True))
+                   args.run_seed, on_row=lambda r: print(fmt(r), file=sys.stderr, flush=True),
+                   threads=args.threads)
     except ValueError as e:
         print(f"where_points_go: {e}", file=sys.stderr)
         return 2
