@@ -45,7 +45,7 @@ setup(
         "eqfast-eval-oracle=eqfast.cli.eval_oracle:main",
         "eqfast-oracle-ladder=eqfast.cli.oracle_ladder:main",
         "eqfast-export-oracle=eqfast.cli.export_oracle:main",
-        "eqfast-generate=eqfast.cli.generate:main",
+        "eqfast-generate=eqfast.cli.generate:command",
         "eqfast-relabel=eqfast.cli.relabel:main",
         "eqfast-view=eqfast.cli.view:main",
         "eqfast-validate=eqfast.cli.validate:main",

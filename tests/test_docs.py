@@ -44,7 +44,7 @@ ISSUE = re.compile(r"(?<![\w&/])#\d+\b|\bissues? #?\d+\b", re.I)
 def console_scripts() -> dict[str, str]:
     """setup.py's console scripts: name -> module."""
     text = (ROOT / "setup.py").read_text()
-    return dict(re.findall(r'"(eqfast-[\w-]+)=([\w.]+):main"', text))
+    return dict(re.findall(r'"(eqfast-[\w-]+)=([\w.]+):\w+"', text))
 
 
 def _parser_flags(parser: argparse.ArgumentParser) -> set[str]:

@@ -321,6 +321,24 @@ def test_pending_count_equals_the_ranges_planned():
             (start, n, per, world, rank, done)
 
 
+def test_the_command_leaves_sigint_ignored_for_the_exit(tmp_path):
+    """In process, main() gives the caller its SIGINT handler back; the command's entry
+    point leaves SIGINT ignored, so a Ctrl+C during the interpreter's exit (torch's exit
+    handlers) cannot print a traceback after the work is saved."""
+    from eqfast.cli import generate
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        argv = ["--out", str(tmp_path / "a"), "--games", "1", *FAST]
+        assert generate.main(argv) == 0
+        assert signal.getsignal(signal.SIGINT) is before
+        assert generate.main(["--out", str(tmp_path / "b"), "--games", "1", *FAST],
+                             restore_sigint=False) == 0
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("delay", [0.3, 0.8, 1.5])
 def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path, delay):
     """Ctrl+C while the command imports torch or loads its oracles: a one-line message and

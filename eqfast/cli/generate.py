@@ -528,7 +528,11 @@ def _exit_now(signum, frame):
     os._exit(130)
 
 
-def main(argv=None) -> int:
+def main(argv=None, restore_sigint: bool = True) -> int:
+    """The command. restore_sigint False (the `eqfast-generate` entry point, `command`):
+    leave SIGINT ignored on return instead of restoring the caller's handler, since the
+    process is about to exit with its work saved and reported, and a Ctrl+C landing in
+    torch's exit handlers would otherwise print a KeyboardInterrupt traceback."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
@@ -537,7 +541,12 @@ def main(argv=None) -> int:
     try:
         return _main(argv)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, previous if restore_sigint else signal.SIG_IGN)
+
+
+def command() -> int:
+    """The `eqfast-generate` entry point: `main` for a process that exits after it."""
+    return main(restore_sigint=False)
 
 
 def _main(argv=None) -> int:
@@ -697,4 +706,4 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
     return finish(args, engine, written_games, time.perf_counter() - t0, interrupt, **extra)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())
