@@ -25,6 +25,7 @@
 # and the first four shards of the test split of the generated data (test/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source benchmarks/gpu_lib.sh
 
 DRY=0
 [ "${1:-}" = "--dry-run" ] && DRY=1
@@ -52,18 +53,7 @@ fi
 RECIPE=(--seen-tiles 2 --loss nll --centered-weight 1 --precision bf16 --length-groups 2
         --steps 1000000 --quiet)
 
-say "start $(date -u +%Y-%m-%dT%H:%M:%SZ) commit ${EQFAST_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)} dry-run $DRY deadline $DEADLINE"
-if [ $DRY = 0 ]; then
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >> "$OUT/run.log" 2>&1 \
-        || { say "no GPU: nvidia-smi failed"; exit 1; }
-fi
-$PY -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.cuda.is_available()); assert $DRY or torch.cuda.is_available()" \
-    >> "$OUT/run.log" 2>&1 || { say "preflight failed"; cat "$OUT/run.log"; exit 1; }
-if [ $DRY = 0 ]; then
-    $PY -m pip install -q --no-build-isolation --no-deps --no-index -e . >> "$OUT/run.log" 2>&1 \
-        || { say "install failed"; tail -20 "$OUT/run.log"; exit 1; }
-fi
-say "preflight ok: $(tail -1 "$OUT/run.log")"
+preflight
 
 # ---- the rollout labels, alone on the GPU
 left=$(( GEN_STOP_S - $(elapsed) ))
@@ -86,18 +76,8 @@ if [ $rc != 0 ] && [ $rc != 124 ] && [ $(elapsed) -lt 90 ]; then
     rc=$?
 fi
 g1=$(date +%s.%N)
-read -r ng nr < <($PY - "$W/data" <<'EOF'
-import json, sys
-from pathlib import Path
-batches, recs = set(), 0
-for p in Path(sys.argv[1]).glob("*/shard_*.json"):
-    s = json.loads(p.read_text())["shard"]
-    batches.add((s["seed_lo"], s["seed_hi"]))
-    recs += s["n_records"]
-print(sum(hi - lo + 1 for lo, hi in batches), recs)
-EOF
-)
-say "generate: exit $rc, $ng games ($nr records) in $(awk -v n="$ng" -v a="$g0" -v b="$g1" 'BEGIN { printf "%.1f s: %.2f games/s", b - a, n / (b - a) }') (start-up and the last, unfinished batch included); $(du -sm "$W/data" | cut -f1) MB"
+read -r ng nr < <(count_games "$W/data")
+say "generate: exit $rc, $ng games ($nr records) in $(rate $ng $g0 $g1) (start-up and the last, unfinished batch included); $(du -sm "$W/data" | cut -f1) MB"
 mkdir -p "$OUT/test"      # the first four test shards: a held-out set for the CPU
 for f in $(ls "$W/data/test/"shard_*.safetensors 2>/dev/null | head -4); do
     cp "$f" "${f%.safetensors}.json" "$OUT/test/"

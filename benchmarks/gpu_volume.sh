@@ -24,6 +24,7 @@
 # history.jsonl and one test shard of the generated data (test.safetensors + test.json).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source benchmarks/gpu_lib.sh
 
 DRY=0
 [ "${1:-}" = "--dry-run" ] && DRY=1
@@ -56,18 +57,7 @@ fi
 COMMON=(--n-samples 100 --oracle accurate --oracle-precision bf16 --device $DEV
         --pipeline fast --games-per-batch $GPB --quiet --profile)
 
-say "start $(date -u +%Y-%m-%dT%H:%M:%SZ) commit ${EQFAST_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)} dry-run $DRY deadline $DEADLINE"
-if [ $DRY = 0 ]; then
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >> "$OUT/run.log" 2>&1 \
-        || { say "no GPU: nvidia-smi failed"; exit 1; }
-fi
-$PY -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.cuda.is_available()); assert $DRY or torch.cuda.is_available()" \
-    >> "$OUT/run.log" 2>&1 || { say "preflight failed"; cat "$OUT/run.log"; exit 1; }
-if [ $DRY = 0 ]; then
-    $PY -m pip install -q --no-build-isolation --no-deps --no-index -e . >> "$OUT/run.log" 2>&1 \
-        || { say "install failed"; tail -20 "$OUT/run.log"; exit 1; }
-fi
-say "preflight ok: $(tail -1 "$OUT/run.log")"
+preflight
 
 # ---- the million games, alone on the GPU
 left=$(( GEN_STOP_S - $(elapsed) ))
@@ -77,20 +67,7 @@ timeout -s TERM -k 10 $left $PY -m eqfast.cli.generate --out "$W/data" --games $
     --seed-start 30000000000 "${COMMON[@]}" "${GEN_FLAGS[@]}" >> "$OUT/run.log" 2>&1
 rc=$?
 g1=$(date +%s.%N)
-count() {      # games and records written to a generate directory (every split)
-    $PY - "$1" <<'EOF'
-import json, sys
-from pathlib import Path
-batches, recs = set(), 0
-for p in Path(sys.argv[1]).glob("*/shard_*.json"):
-    s = json.loads(p.read_text())["shard"]
-    batches.add((s["seed_lo"], s["seed_hi"]))
-    recs += s["n_records"]
-print(sum(hi - lo + 1 for lo, hi in batches), recs)
-EOF
-}
-read -r ng nr < <(count "$W/data")
-rate() { awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "%.1f s: %.1f games/s", b - a, n / (b - a) }'; }
+read -r ng nr < <(count_games "$W/data")
 say "generate: exit $rc, $ng games ($nr records) in $(rate $ng $g0 $g1) (start-up and graph capture included); $(du -sm "$W/data" | cut -f1) MB"
 f=$(ls "$W/data/test/"*.safetensors 2>/dev/null | head -1)
 [ -n "$f" ] && cp "$f" "$OUT/test.safetensors" && cp "${f%.safetensors}.json" "$OUT/test.json"
@@ -101,7 +78,7 @@ timeout -k 10 60 $PY -m eqfast.cli.generate --out "$W/stored" --games $STORE_GAM
     --seed-start 31000000000 --store-worlds "${COMMON[@]}" "${GEN_FLAGS[@]}" >> "$OUT/run.log" 2>&1
 rc=$?
 s1=$(date +%s.%N)
-read -r sg sr < <(count "$W/stored")
+read -r sg sr < <(count_games "$W/stored")
 bytes=$(du -sb "$W/stored" | cut -f1)
 say "store-worlds: exit $rc, $sg games ($sr records) in $(rate $sg $s0 $s1); $bytes bytes, $( [ "${sr:-0}" -gt 0 ] && echo $(( bytes / sr )) ) bytes/record"
 

@@ -29,6 +29,7 @@ import torch
 
 from eqfast.play.arena import N_DECISIONS, play_match
 from eqfast.play.policies import policy_from_spec
+from eqfast.rules.tables import N_SEATS, N_TRICKS
 
 PLACES = ("lead", "second", "third", "fourth")
 
@@ -37,12 +38,13 @@ def kinds(partition: str) -> dict[str, frozenset[int]]:
     """The kinds of a partition as decision-index sets: 'place' (lead, second, third,
     fourth), 'side' (lead, follow: the other three places), 'trick' (1..7) or 'all'."""
     if partition == "place":
-        return {p: frozenset(range(k, N_DECISIONS, 4)) for k, p in enumerate(PLACES)}
+        return {p: frozenset(range(k, N_DECISIONS, N_SEATS)) for k, p in enumerate(PLACES)}
     if partition == "side":
-        lead = frozenset(range(0, N_DECISIONS, 4))
+        lead = frozenset(range(0, N_DECISIONS, N_SEATS))
         return {"lead": lead, "follow": frozenset(range(N_DECISIONS)) - lead}
     if partition == "trick":
-        return {f"trick {t + 1}": frozenset(range(4 * t, 4 * t + 4)) for t in range(7)}
+        return {f"trick {t + 1}": frozenset(range(N_SEATS * t, N_SEATS * (t + 1)))
+                for t in range(N_TRICKS)}
     if partition == "all":
         return {"all": frozenset(range(N_DECISIONS))}
     raise ValueError(f"unknown partition {partition!r} (place, side, trick or all)")
