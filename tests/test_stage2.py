@@ -20,7 +20,8 @@ from eqfast.rules.batched import BatchedGames
 from eqfast.rules.state import GameState
 from eqfast.rules.tables import FOLLOWS, LED_SUIT, TILE_ID, torch_tables
 from eqfast.data.shards import ShardError
-from eqfast.stage2.data import data_hash, load_split, prepare_rows
+from eqfast.stage2.data import data_hash, load_split, own_targets_outside, prepare_rows
+from eqfast.stage2.defaults import parse_tricks
 from eqfast.stage2.model import (build_model, export_program, forward_by_length,
                                  holder_marginals, length_groups, script_model, seen_matrix,
                                  trim_tokens, void_matrix)
@@ -574,6 +575,72 @@ def test_init_starts_from_the_weights_and_is_recorded(dataset, tmp_path):
                           arch={**TINY_ARCH, "d_model": 64}), log=quiet, progress=False)
 
 
+def test_parse_tricks_reads_lists_and_ranges():
+    assert parse_tricks("5,6") == (5, 6)
+    assert parse_tricks("4-7") == (4, 5, 6, 7)
+    assert parse_tricks("1, 5-6,6") == (1, 5, 6)
+    for bad in ("", "8", "0", "3-2", "a", "1-"):
+        with pytest.raises(ValueError, match="tricks"):
+            parse_tricks(bad)
+
+
+def test_own_targets_outside_keeps_labels_only_in_the_tricks(records):
+    rows = prepare_rows(records, mc_weight=0.5)
+    q, target = rows["q"].clone(), rows["target"].clone()
+    mu = torch.randn(q.shape)
+    own_targets_outside(rows, records["decision_idx"], (5, 6), mu)
+    trick = records["decision_idx"] // 4 + 1
+    inside = (trick == 5) | (trick == 6)
+    assert 0 < int(inside.sum()) < len(inside)
+    assert torch.equal(rows["q"][inside], q[inside])
+    assert torch.equal(rows["target"][inside], target[inside])
+    legal = rows["legal"][~inside]
+    own = mu[~inside]
+    for key in ("q", "target"):
+        assert torch.equal(rows[key][~inside][legal], own[legal])
+        assert torch.all(rows[key][~inside][~legal] == 0)
+    assert torch.all(rows["s2"][~inside] == 0)
+    assert torch.equal(rows["label_w"], inside.float())
+
+
+def test_label_tricks_hold_the_init_values_elsewhere(dataset, tmp_path, records):
+    """A run on labels at trick 6 only: outside trick 6 the target is the start model's
+    own μ, so the loss there starts at 0 and the run's values stay near the start's, while
+    at trick 6 they move towards the labels. Without --label-tricks the same run moves
+    them everywhere."""
+    start = tmp_path / "start.safetensors"
+    save_stage2(start, random_model(7), TINY_ARCH)
+    kw = dict(init=str(start), steps=60, lr=3e-3, warmup=0, loss="nll")
+    train(tiny_config(dataset, tmp_path / "late", label_tricks=[6], **kw), log=quiet,
+          progress=False)
+    train(tiny_config(dataset, tmp_path / "all", **kw), log=quiet, progress=False)
+    meta = load_stage2_with_meta(tmp_path / "late" / "last.safetensors")[1]
+    assert meta["train"]["label_tricks"] == [6]
+    rows = prepare_rows(records)
+    trick = records["decision_idx"] // 4 + 1
+    legal = rows["legal"]
+    with torch.no_grad():
+        mu0 = load_stage2(start)(rows["tokens"], rows["lengths"])[0]
+        late = load_stage2(tmp_path / "late" / "last.safetensors")(rows["tokens"], rows["lengths"])[0]
+        full = load_stage2(tmp_path / "all" / "last.safetensors")(rows["tokens"], rows["lengths"])[0]
+
+    def err(mu, target, where):
+        m = legal & where[:, None]
+        return float(((mu - target)[m] ** 2).mean())
+
+    six, rest = trick == 6, trick != 6
+    # at trick 6 both runs learn the labels
+    assert err(late, rows["q"], six) < 0.7 * err(mu0, rows["q"], six)
+    # elsewhere the label-tricks run stays with the start, the plain run leaves it
+    assert err(late, mu0, rest) < 0.25 * err(full, mu0, rest)
+    with pytest.raises(ValueError, match="label_tricks needs init"):
+        train(tiny_config(dataset, tmp_path / "x", label_tricks=[6]), log=quiet,
+              progress=False)
+    with pytest.raises(ValueError, match="label_tricks"):   # a resume with other tricks
+        train(tiny_config(dataset, tmp_path / "late", label_tricks=[5, 6], **kw), log=quiet,
+              progress=False)
+
+
 def test_init_from_an_averaged_file_says_so(dataset, tmp_path):
     from eqfast.stage2.average import average_stage2
 
@@ -687,7 +754,11 @@ def test_bf16_training_moves_the_weights_and_records_its_precision(dataset, tmp_
     (["--device", "tpu"], "--device"), (["--init", "/no/such.safetensors"], "--init"),
     (["--length-groups", "0"], "--length-groups"), (["--policy-weight", "-1"], "--policy-weight"),
     (["--policy-weight", "nan"], "--policy-weight"), (["--ema", "1"], "--ema"),
-    (["--ema", "-0.5"], "--ema")])
+    (["--ema", "-0.5"], "--ema"), (["--label-tricks", "5,6"], "--label-tricks needs --init"),
+    (["--label-tricks", "0-3", "--init", "eqfast/models/stage2.safetensors"], "outside 1..7"),
+    (["--label-tricks", "6-5", "--init", "eqfast/models/stage2.safetensors"], "empty range"),
+    (["--label-tricks", "late", "--init", "eqfast/models/stage2.safetensors"],
+     "not a trick number")])
 def test_train_cli_bad_flags_exit_2(dataset, tmp_path, capsys, flags, needle):
     status = train_stage2.main(["--data", str(dataset), "--run", str(tmp_path / "r"), *flags])
     assert status == 2

@@ -5,6 +5,7 @@
     eqfast-train-stage2 --data D --run R --d-model 96 --layers 2 --forced-weight 0.2
     eqfast-train-stage2 --data D --run R2 --init eqfast/models/stage2.safetensors --lr 1e-3
     eqfast-train-stage2 --data D1 --data D2 --run R3     # the union of two runs' records
+    eqfast-train-stage2 --data D --run R4 --init W --label-tricks 5-7   # W elsewhere
 
 Reads the train and val splits of an `eqfast-generate --out DIR` directory (or of
 several, whose game seeds must not overlap). Re-running
@@ -70,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "the weights over the steps, with this decay (0.999: about the "
                          "last 1,000 steps); training continues from the trained weights; "
                          "0 = off (docs/STAGE2.md)")
+    ap.add_argument("--label-tricks", default=None, metavar="TRICKS",
+                    help="train on the data's labels only at the decisions of these tricks "
+                         "(1..7: '5,6', '4-7'); everywhere else the target is the --init "
+                         "model's own values, so its play there stays as it was "
+                         "(self-distillation; needs --init; docs/STAGE2.md)")
     ap.add_argument("--steps", type=int, default=20000,
                     help="optimizer steps of the whole run (with --time-budget: at most)")
     ap.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
@@ -142,6 +148,15 @@ def check_args(a) -> str | None:
         return f"--time-budget must be > 0 seconds, got {a.time_budget}"
     if a.init is not None and not os.path.isfile(a.init):
         return f"--init {a.init}: no such file"
+    if a.label_tricks is not None:
+        if a.init is None:
+            return ("--label-tricks needs --init: the other tricks keep the --init model's "
+                    "own values")
+        from ..stage2.defaults import parse_tricks
+        try:
+            parse_tricks(a.label_tricks)
+        except ValueError as e:
+            return f"--label-tricks: {e}"
     if a.stop_at is not None and a.stop_at < 0:
         return f"--stop-at must be >= 0, got {a.stop_at}"
     problem = device_problem(a.device)
@@ -166,6 +181,7 @@ def main(argv=None) -> int:
     import torch
 
     from ..data.shards import ShardError
+    from ..stage2.defaults import parse_tricks
     from ..stage2.train import TrainConfig, train
 
     torch.set_num_threads(a.threads)
@@ -179,7 +195,9 @@ def main(argv=None) -> int:
                       eval_every=a.eval_every, ckpt_every=a.ckpt_every, device=a.device,
                       stop_at=a.stop_at, time_budget=a.time_budget, init=a.init,
                       length_groups=a.length_groups, mc_weight=a.mc_weight,
-                      policy_weight=a.policy_weight, precision=a.precision, ema=a.ema)
+                      policy_weight=a.policy_weight, precision=a.precision, ema=a.ema,
+                      label_tricks=(None if a.label_tricks is None
+                                    else list(parse_tricks(a.label_tricks))))
     try:
         m = train(cfg, log=print, progress=not a.quiet)
     except (ValueError, ShardError) as e:        # a resume with other settings, an empty

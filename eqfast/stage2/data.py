@@ -77,6 +77,24 @@ def prepare_rows(records: DecisionRecords, forced_weight: float = FORCED_WEIGHT,
     return rows
 
 
+def own_targets_outside(rows: dict, decision_idx: torch.Tensor, tricks, mu: torch.Tensor) -> dict:
+    """`rows` (prepare_rows) with the decisions outside `tricks` (1..7; trick =
+    decision_idx // 4 + 1) given a model's own μ [R, 7] as their target at the legal slots:
+    the run learns the data's labels in those tricks and keeps the model's values, so its
+    play, everywhere else (self-distillation). Such rows get label variance 0 and
+    `label_w` 0, which leaves them out of the variance head's term (their target is a
+    model's value, not a sampled label). The same tensors changed in place."""
+    trick = decision_idx // 4 + 1
+    outside = ~torch.isin(trick, torch.tensor(tuple(tricks), dtype=trick.dtype))
+    own = torch.where(rows["legal"], mu.to(rows["q"].dtype), torch.zeros_like(rows["q"]))
+    for key in ("q", "target"):
+        if key in rows:
+            rows[key][outside] = own[outside]
+    rows["s2"][outside] = 0.0
+    rows["label_w"] = (~outside).float()
+    return rows
+
+
 def data_dirs(data) -> list[Path]:
     """The eqfast-generate directories of `data`: one path, or a list or tuple of them (a
     model trained on the union of several runs' records, e.g. the improvement loop's

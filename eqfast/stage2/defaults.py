@@ -1,6 +1,7 @@
 """The Stage 2 defaults a command's --help shows, in a module without torch (importing torch
-takes 1.5-12 s): the model's default architecture, the loss weight of a forced decision and
-the trainer's forwards per step. model.py, data.py and train.py use them from here."""
+takes 1.5-12 s): the model's default architecture, the loss weight of a forced decision,
+the trainer's forwards per step and the parser of its --label-tricks. model.py, data.py and
+train.py use them from here."""
 
 #: the default architecture (model.check_config gives every key's range)
 DEFAULT_CONFIG = {"d_model": 64, "n_layers": 3, "n_heads": 4, "d_ff": 128, "var_head": 1,
@@ -13,3 +14,22 @@ FORCED_WEIGHT = 0.1
 LENGTH_GROUPS = 4
 #: the trainer's forward arithmetic: fp32, or bf16 under autocast (loss and optimizer in fp32)
 PRECISIONS = ("fp32", "bf16")
+
+
+def parse_tricks(text: str) -> tuple[int, ...]:
+    """'5,6' or '4-7' (or a mix: '1,5-7') -> the sorted tricks, numbered 1..7; ValueError
+    naming the problem."""
+    tricks: set[int] = set()
+    for part in str(text).split(","):
+        part = part.strip()
+        lo, sep, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if sep else a
+        except ValueError:
+            raise ValueError(f"tricks {text!r}: {part!r} is not a trick number (1..7) or a "
+                             "range like 5-7") from None
+        if not 1 <= a <= b <= 7:
+            raise ValueError(f"tricks {text!r}: {part!r} is outside 1..7 or an empty range")
+        tricks.update(range(a, b + 1))
+    return tuple(sorted(tricks))

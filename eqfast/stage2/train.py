@@ -26,6 +26,13 @@ cross-entropy sum_r w_r (-log softmax over the legal slots of the policy logits,
 slot of `action_taken`) / sum_r w_r: behaviour cloning of the moves the data's games
 played. ρ = 0 (the default) leaves the loss, and every step, exactly as without it.
 
+`label_tricks` (with `init`) keeps the data's labels only at the decisions of those tricks
+(1..7); every other decision's target is the `init` model's own μ, computed once before
+training (stage2/data.py `own_targets_outside`): the run changes the model's values, so
+its play, in those tricks and holds them elsewhere (self-distillation), e.g. E[Q] labels
+late in the hand on a model trained on rollouts. Those decisions weigh 0 in the nll term,
+and validation (regret, MSE) is against the same mixed target.
+
 `ema` d > 0 keeps, beside the trained weights, their exponential moving average over the
 steps, a_t = d_t a_(t-1) + (1 - d_t) w_t with d_t = min(d, (1 + t) / (10 + t)) (t counting
 this run's steps, so the first steps do not pull the average towards the start): the
@@ -64,7 +71,8 @@ from ..rules.deal import mix_seed
 from ..utils.atomic import atomic_write_text
 from .defaults import LENGTH_GROUPS, PRECISIONS
 from .average import describe, source_card
-from .data import FORCED_WEIGHT, data_card, data_hash, load_split, prepare_rows
+from .data import (FORCED_WEIGHT, data_card, data_hash, load_split, own_targets_outside,
+                   prepare_rows)
 from .evaluate import metrics as eval_metrics
 from .evaluate import predict
 from .model import (CONFIG_OPTIONAL, DEFAULT_CONFIG, Q_SCALE, build_model, check_config,
@@ -75,9 +83,10 @@ LOSSES = ("mse", "nll")
 #: arguments a resumed run must share with the checkpoint (the others may change)
 RESUME_KEYS = ("arch", "loss", "forced_weight", "centered_weight", "steps", "batch", "lr",
                "weight_decay", "warmup", "min_lr_frac", "seed", "time_budget", "init",
-               "mc_weight", "policy_weight", "precision", "ema")
+               "mc_weight", "policy_weight", "precision", "ema", "label_tricks")
 #: the value a checkpoint written before a RESUME_KEYS entry existed had
-RESUME_DEFAULTS = {"mc_weight": 0.0, "policy_weight": 0.0, "precision": "fp32", "ema": 0.0}
+RESUME_DEFAULTS = {"mc_weight": 0.0, "policy_weight": 0.0, "precision": "fp32", "ema": 0.0,
+                   "label_tricks": None}
 
 
 @dataclass
@@ -108,6 +117,7 @@ class TrainConfig:
     policy_weight: float = 0.0   # ρ: weight of the auxiliary policy head's cross-entropy
     precision: str = "fp32"      # "bf16": the forward under autocast (a GPU's tensor cores)
     ema: float = 0.0             # d: evaluate and save the weights' moving average (0: off)
+    label_tricks: list[int] | None = None  # labels at these tricks only; init's μ elsewhere
 
 
 def check_train_config(cfg: TrainConfig) -> None:
@@ -142,6 +152,12 @@ def check_train_config(cfg: TrainConfig) -> None:
         raise ValueError(f"ema must be in [0, 1), got {cfg.ema}")
     if cfg.precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {cfg.precision!r}")
+    if cfg.label_tricks is not None:
+        if cfg.init is None:
+            raise ValueError("label_tricks needs init: the other tricks' targets are the init "
+                             "model's own values")
+        if not cfg.label_tricks or any(t not in range(1, 8) for t in cfg.label_tricks):
+            raise ValueError(f"label_tricks must be tricks in 1..7, got {cfg.label_tricks}")
 
 
 def init_weights(model: torch.nn.Module, cfg: TrainConfig) -> dict:
@@ -197,6 +213,8 @@ def stage2_loss(mu: torch.Tensor, log_var: torch.Tensor, batch: dict, loss: str 
     if loss == "nll":
         v = (log_var - 2.0 * math.log(Q_SCALE)).exp() + batch["s2"] / Q_SCALE ** 2
         nll = 0.5 * (v.log() + diff.detach() ** 2 / v)
+        if "label_w" in batch:          # decisions whose target is a model's own value
+            nll = nll * batch["label_w"][:, None]
         total = total + (w * nll).sum() / denom
     if policy_weight > 0:
         total = total + policy_weight * policy_cross_entropy(policy_logits, batch)
@@ -229,6 +247,19 @@ def evaluate_rows(model, rows: dict, device, loss: str, centered_weight: float =
     return m
 
 
+def keep_own_values(cfg: TrainConfig, train_rows: dict, train_idx: torch.Tensor,
+                    val_rows: dict, val_idx: torch.Tensor, log=print) -> None:
+    """`label_tricks`: the init model's μ as the target outside those tricks, in both
+    splits (computed from the file, so a resumed run gets the same targets)."""
+    start, _ = load_stage2_with_meta(cfg.init)
+    for rows, idx in ((train_rows, train_idx), (val_rows, val_idx)):
+        mu, _ = predict(start, rows["tokens"], rows["lengths"])
+        own_targets_outside(rows, idx, cfg.label_tricks, mu)
+    kept = float(train_rows["label_w"].mean())
+    log(f"labels at tricks {','.join(map(str, cfg.label_tricks))} ({kept:.1%} of the train "
+        f"records); {cfg.init}'s own values elsewhere", flush=True)
+
+
 def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     """Train (or resume) per `cfg`; returns the last evaluation's metrics."""
     check_train_config(cfg)
@@ -243,6 +274,9 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     train_rows = prepare_rows(train_records, cfg.forced_weight, cfg.mc_weight)
     val_rows = {k: v[:cfg.val_rows] for k, v in
                 prepare_rows(val_records, cfg.forced_weight, cfg.mc_weight).items()}
+    if cfg.label_tricks is not None:
+        keep_own_values(cfg, train_rows, train_records["decision_idx"], val_rows,
+                        val_records["decision_idx"][:cfg.val_rows], log)
     del train_records, val_records
     if device.type == "cuda":
         # the whole split on the device (371 bytes a record): a step's gather is then one
@@ -338,6 +372,8 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
                           "centered_weight": cfg.centered_weight, "mc_weight": cfg.mc_weight,
                           **({"policy_weight": cfg.policy_weight} if cfg.policy_weight else {}),
                           **({"ema": cfg.ema} if cfg.ema else {}),
+                          **({"label_tricks": list(cfg.label_tricks)}
+                             if cfg.label_tricks is not None else {}),
                           "device": device_name, "precision": cfg.precision,
                           "time_budget_s": cfg.time_budget, "init": state.get("init"),
                           "data_card": card}
