@@ -40,7 +40,7 @@ def policies(tmp_path_factory):
     weights = tmp_path_factory.mktemp("stage2") / "random.safetensors"
     save_stage2(weights, build_model(DEFAULT_CONFIG), DEFAULT_CONFIG)
     specs = FAIR + (f"stage2:{weights}", f"eq:default:4:posterior=stage2:{weights}",
-                    f"search:3:2:{weights}", "perfect")
+                    f"search:3:2:{weights}", f"endgame:5:{weights}", "perfect")
     return {s: policy_from_spec(s, run_seed=3) for s in specs}
 
 
@@ -117,6 +117,34 @@ def test_fair_policies_decide_from_their_information_only(policies):
                                     != want["perfect"]).sum())
     # measured: 100 comparisons with a choice of moves, the perfect player's changed in 31
     assert choices >= 50 and perfect_changed > 0, (choices, perfect_changed)
+
+
+def test_endgame_plays_stage2_then_the_exact_player_over_every_world(policies):
+    """endgame:5 takes Stage 2's moves in tricks 1-4 and the exact E[Q] player's from
+    trick 5 on, where ENDGAME_WORLDS covers every consistent world (so the E[Q] is the
+    exact mean over all of them, not a sample)."""
+    from eqfast.contracts import total_worlds
+    from eqfast.engine.sampling import completion_counts
+    from eqfast.play.policies import ENDGAME_WORLDS, EQPolicy
+
+    spec = next(s for s in policies if s.startswith("endgame:"))
+    endgame = policies[spec]
+    stage2 = policies["stage2:" + spec.split(":", 2)[2]]
+    exact = EQPolicy("exact", ENDGAME_WORLDS, run_seed=3)
+    differ = 0
+    for d in (0, 9, 15, 16, 19, 22):
+        games, *_ = history_at(SEEDS, d)
+        want = (exact if d >= 16 else stage2).decide(games, SEEDS, d)
+        assert torch.equal(endgame.decide(games, SEEDS, d), want), d
+        if d >= 16:                 # so the test can tell which of the two played
+            differ += int((stage2.decide(games, SEEDS, d) != want).sum())
+        if d >= 16:
+            info = hidden_info(games)
+            assert int(total_worlds(info, completion_counts(info)).max()) <= ENDGAME_WORLDS
+    assert differ > 0
+    for bad, message in (("endgame:0", "1..7"), ("endgame:x", "whole number")):
+        with pytest.raises(ValueError, match=message):
+            policy_from_spec(bad)
 
 
 def test_posterior_specs_build_the_engine_they_name(policies):

@@ -27,6 +27,10 @@ Policies (the spec string of `policy_from_spec`, registry `POLICIES`):
                     legal move played on by Stage 2 at every seat to the actor's T-th
                     next turn (default 7: the end of the hand), valued by the points
                     taken and the actor's μ at the horizon (eqfast/play/search.py)
+    endgame[:T[:W]] Stage 2 (weights W) before trick T (default 5), then the exact E[Q]
+                    player over every world consistent with the actor's information (the
+                    solver's Q of each legal move, uniform worlds): a forward pass for the
+                    first T - 1 tricks, an exact endgame for the rest
 
 The rules player
 ----------------
@@ -296,6 +300,38 @@ class Stage2Policy:
         return stage2_slots(self.model, games)
 
 
+# ---------------------------------------------------------------------------- endgame
+#: worlds of the endgame player's E[Q]: the most a decision from trick 5 on can have (at
+#: the lead of trick 5 the other three seats hold 3 tiles each: 9! / (3!)³ = 1,680), so from
+#: trick 5 on every consistent world is enumerated; an earlier first trick samples this many
+ENDGAME_WORLDS = 1680
+DEFAULT_ENDGAME_TRICK = 5
+
+
+class EndgamePolicy:
+    """Stage 2's move before trick `first_trick`, the exact E[Q] player's from there on.
+    Late in the hand few tiles are hidden and the worlds' perfect-information values
+    nearly agree, which one forward pass does not reach (docs/PLAY.md, "Where the E[Q]
+    player's edge comes from"), while enumerating the worlds costs the solver little."""
+
+    cheating = False
+
+    def __init__(self, first_trick: int = DEFAULT_ENDGAME_TRICK, path=None, run_seed: int = 0,
+                 device="cpu", threads: int = 1):
+        if not 1 <= first_trick <= 7:
+            raise ValueError(f"the first exact trick must be in 1..7, got {first_trick}")
+        self.stage2 = Stage2Policy(path, device=device)
+        self.exact = EQPolicy("exact", ENDGAME_WORLDS, run_seed=run_seed, device=device,
+                              threads=threads)
+        self.first_decision = 4 * (first_trick - 1)
+        self.name = f"endgame:{first_trick}" + ("" if path is None else f":{path}")
+
+    def decide(self, games, seeds, decision):
+        if decision >= self.first_decision:
+            return self.exact.decide(games, seeds, decision)
+        return self.stage2.decide(games, seeds, decision)
+
+
 # ---------------------------------------------------------------------------- registry
 def _no_arg(name: str, arg: str | None) -> None:
     if arg is not None:
@@ -364,6 +400,14 @@ def _make_search(arg, ctx):
                         run_seed=ctx.run_seed, device=ctx.device)
 
 
+def _make_endgame(arg, ctx):
+    text, _, path = (arg or "").partition(":")
+    if text and not text.isdigit():
+        raise ValueError(f"the first exact trick must be a whole number, got {text!r}")
+    return EndgamePolicy(int(text) if text else DEFAULT_ENDGAME_TRICK, path or None,
+                         run_seed=ctx.run_seed, device=ctx.device, threads=ctx.threads)
+
+
 #: policy name -> constructor(arg, ctx); see "Adding a policy" in the module doc
 POLICIES: dict[str, Callable[[str | None, PolicyContext], Policy]] = {
     "random": _make_random,
@@ -373,6 +417,7 @@ POLICIES: dict[str, Callable[[str | None, PolicyContext], Policy]] = {
     "perfect": _make_perfect,
     "stage2": _make_stage2,
     "search": _make_search,
+    "endgame": _make_endgame,
 }
 
 
