@@ -142,6 +142,33 @@ def test_records_without_the_later_fields_concatenate_without_them(uniform):
                                               if k != "final_points"}), uniform])
 
 
+def test_records_without_a_control_variate_join_records_with_one(uniform):
+    """Runs with and without --control-variate concatenate (eqfast-train-stage2 --data A
+    --data B): the rows without one get cv_worlds 0 and zero shift and standard error, the
+    schema's "not applied", so their label variance is e_q_var / ess as before, the
+    invariants hold, and the other rows keep theirs."""
+    from eqfast.data.schema import CV_FIELDS, label_variance
+
+    n = len(uniform)
+    # a control variate on 400 worlds wherever the worlds were sampled (not enumerated)
+    applied = ~uniform["enumerated"]
+    assert applied.any()
+    with_cv = DecisionRecords({**uniform.tensors,
+                               "cv_shift": torch.zeros(n, 7),
+                               "cv_se": torch.where(uniform["legal_mask"] & applied[:, None],
+                                                    0.25, 0.0).float(),
+                               "cv_worlds": torch.where(applied, 400, 0)})
+    both = DecisionRecords.cat([uniform, with_cv])
+    assert set(CV_FIELDS) <= set(both.tensors) and len(both) == 2 * n
+    assert torch.all(both["cv_worlds"][:n] == 0)
+    assert torch.equal(both["cv_worlds"][n:], with_cv["cv_worlds"])
+    assert torch.all(both["cv_se"][:n] == 0) and torch.all(both["cv_shift"][:n] == 0)
+    assert torch.equal(label_variance(both)[:n], label_variance(uniform))
+    assert torch.equal(label_variance(both)[n:], label_variance(with_cv))
+    assert not torch.equal(label_variance(uniform), label_variance(with_cv))
+    assert check_invariants(both) == []
+
+
 def test_viewer_shows_the_diagnostics(uniform, posterior):
     i = int(torch.nonzero(posterior["remix_lambda"] > 0)[0])
     text = "\n".join(render_record(posterior, i))

@@ -241,6 +241,12 @@ class DecisionRecords:
         parts = list(parts)
         if not parts:
             raise ValueError("DecisionRecords.cat: nothing to concatenate")
+        if any(k in p.tensors for p in parts for k in CV_FIELDS):
+            # runs with and without a control variate: a record without one reads as one
+            # with cv_worlds 0 (not applied), as the schema and label_variance define it
+            parts = [p if any(k in p.tensors for k in CV_FIELDS) else DecisionRecords(
+                {**p.tensors, **{k: torch.zeros((len(p), *f.shape), dtype=f.dtype)
+                                 for k, f in CV_FIELDS.items()}}) for p in parts]
         names = set(parts[0].tensors)
         later = {k for p in parts for k in p.tensors if k in LATER_FIELDS}
         common = {k for k in later if all(k in p.tensors for p in parts)}
