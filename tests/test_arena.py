@@ -147,6 +147,25 @@ def test_endgame_plays_stage2_then_the_exact_player_over_every_world(policies):
             policy_from_spec(bad)
 
 
+def test_players_built_on_stage2_weights_carry_their_fingerprint(policies, tmp_path):
+    """`stage2`, `search` and `endgame` on one weights file have the league identity of
+    that file (so a league refuses the file changed under the same name); another file
+    gives another identity."""
+    from eqfast.play.league import policy_identity
+    from eqfast.stage2.model import DEFAULT_CONFIG, build_model
+    from eqfast.stage2.weights import fingerprint, save_stage2
+
+    path = next(s for s in policies if s.startswith("stage2:")).split(":", 1)[1]
+    want = fingerprint(path)
+    for spec in (f"stage2:{path}", f"search:3:2:{path}", f"endgame:5:{path}"):
+        assert policy_identity(spec, policies[spec]) == want, spec
+    torch.manual_seed(1)
+    other = tmp_path / "other.safetensors"
+    save_stage2(other, build_model(DEFAULT_CONFIG), DEFAULT_CONFIG)
+    spec = f"endgame:5:{other}"
+    assert policy_identity(spec, policy_from_spec(spec)) == fingerprint(other) != want
+
+
 def test_posterior_specs_build_the_engine_they_name(policies):
     """eq:ORACLE:N:posterior weighs worlds with the spec's posterior (behaviour model: the
     main oracle's Q); =stage2[:PATH] with the Stage 2 model's information-set values at

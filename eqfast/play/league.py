@@ -81,7 +81,6 @@ bid on this declaration".
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import math
 import subprocess
@@ -259,22 +258,14 @@ class Entry:
     identity: str | None
 
 
-def _sha(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
-
-
 def policy_identity(spec: str, policy) -> str | None:
     """A fingerprint of what a policy's play depends on beyond its name: the sha256 of a
     Stage 2 weights file, or of an E[Q] player's oracle weights; None otherwise."""
     name, sep, arg = spec.strip().partition(":")
     if name == "stage2":
-        from ..stage2.weights import stage2_weights
+        from ..stage2.weights import fingerprint, stage2_weights
         path = stage2_weights(arg)
-        return _sha(path) if path.is_file() else None
+        return fingerprint(path) if path.is_file() else None
     ident = getattr(policy, "identity", None)
     if isinstance(ident, dict) and ident.get("sha256"):
         return str(ident["sha256"])

@@ -62,7 +62,6 @@ constructor `(arg: str | None, ctx: PolicyContext) -> Policy` under its name in
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, fields
 from typing import Callable, Protocol, Sequence
 
@@ -327,9 +326,8 @@ class EndgamePolicy:
         self.first_decision = 4 * (first_trick - 1)
         self.name = f"endgame:{first_trick}" + ("" if path is None else f":{path}")
         # what its play depends on beyond the name (the league refuses a changed file)
-        from ..stage2.weights import stage2_weights
-        digest = hashlib.sha256(stage2_weights(path).read_bytes()).hexdigest()[:16]
-        self.identity = {"name": "stage2", "sha256": digest}
+        from ..stage2.weights import fingerprint, stage2_weights
+        self.identity = {"name": "stage2", "sha256": fingerprint(stage2_weights(path))}
 
     def decide(self, games, seeds, decision):
         if decision >= self.first_decision:

@@ -48,7 +48,7 @@ class SearchPolicy:
     def __init__(self, n_worlds: int = DEFAULT_SEARCH_WORLDS,
                  turns: int = DEFAULT_SEARCH_TURNS, path=None, run_seed: int = 0,
                  device="cpu"):
-        from ..stage2.weights import load_stage2, stage2_weights
+        from ..stage2.weights import fingerprint, load_stage2, stage2_weights
 
         if n_worlds < 1:
             raise ValueError(f"the number of worlds must be >= 1, got {n_worlds}")
@@ -56,6 +56,8 @@ class SearchPolicy:
         self.model = load_stage2(stage2_weights(path)).to(device).eval()
         self.n_worlds, self.turns, self.run_seed = n_worlds, turns, run_seed
         self.name = f"search:{n_worlds}:{turns}" + ("" if path is None else f":{path}")
+        # what its play depends on beyond the name (the league refuses a changed file)
+        self.identity = {"name": "stage2", "sha256": fingerprint(stage2_weights(path))}
 
     @torch.no_grad()
     def values(self, games: BatchedGames, seeds, decision: int) -> torch.Tensor:

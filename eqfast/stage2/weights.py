@@ -17,6 +17,8 @@ problem. Nothing is ever unpickled. The same layout and code as the oracle's fil
 """
 from __future__ import annotations
 
+import hashlib
+
 import torch
 
 from ..engine.transcript import TOKENIZER_VERSION
@@ -36,6 +38,16 @@ def save_stage2(path, model: torch.nn.Module, config: dict, data_hash: str = "",
                 metrics: dict | None = None, train: dict | None = None) -> None:
     """Write `model`'s parameters and the metadata to `path` atomically."""
     weights_file.save(path, model, KIND, config, data_hash, metrics, train)
+
+
+def fingerprint(path) -> str:
+    """The first 16 hex digits of the file's SHA-256: what a player built on these weights
+    plays by (the league stores it and refuses a changed file under the same name)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
 
 
 def read_stage2(path) -> tuple[dict[str, torch.Tensor], dict]:
