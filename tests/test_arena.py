@@ -138,7 +138,6 @@ def test_endgame_plays_stage2_then_the_exact_player_over_every_world(policies):
         assert torch.equal(endgame.decide(games, SEEDS, d), want), d
         if d >= 16:                 # so the test can tell which of the two played
             differ += int((stage2.decide(games, SEEDS, d) != want).sum())
-        if d >= 16:
             info = hidden_info(games)
             assert int(total_worlds(info, completion_counts(info)).max()) <= ENDGAME_WORLDS
     assert differ > 0

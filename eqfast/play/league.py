@@ -260,12 +260,8 @@ class Entry:
 
 def policy_identity(spec: str, policy) -> str | None:
     """A fingerprint of what a policy's play depends on beyond its name: the sha256 of a
-    Stage 2 weights file, or of an E[Q] player's oracle weights; None otherwise."""
-    name, sep, arg = spec.strip().partition(":")
-    if name == "stage2":
-        from ..stage2.weights import fingerprint, stage2_weights
-        path = stage2_weights(arg)
-        return fingerprint(path) if path.is_file() else None
+    Stage 2 weights file (`stage2`, `search`, `endgame`), or of an E[Q] player's oracle
+    weights, as the policy's `identity` gives it; None otherwise."""
     ident = getattr(policy, "identity", None)
     if isinstance(ident, dict) and ident.get("sha256"):
         return str(ident["sha256"])

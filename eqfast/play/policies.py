@@ -71,8 +71,8 @@ import torch
 from ..engine.public import slots_to_tile_mask
 from ..rules.batched import BatchedGames
 from ..rules.deal import mix_seeds
-from ..rules.tables import (HAND_SIZE, IN_CALLED, LED_SUIT, N_SEATS, N_TILES, POINTS,
-                            RANK)
+from ..rules.tables import (HAND_SIZE, IN_CALLED, LED_SUIT, N_SEATS, N_TILES, N_TRICKS,
+                            POINTS, RANK)
 from ..utils.rng import uniform_float
 from .names import USAGE  # noqa: F401  (defined without torch, for --help)
 
@@ -289,10 +289,13 @@ class Stage2Policy:
     cheating = False
 
     def __init__(self, path=None, device="cpu"):
-        from ..stage2.weights import load_stage2, stage2_weights
+        from ..stage2.weights import fingerprint, load_stage2, stage2_weights
 
-        self.model = load_stage2(stage2_weights(path)).to(device)
+        file = stage2_weights(path)
+        self.model = load_stage2(file).to(device)
         self.name = "stage2" if path is None else f"stage2:{path}"
+        # what its play depends on beyond the name (the league refuses a changed file)
+        self.identity = {"name": "stage2", "sha256": fingerprint(file)}
 
     def decide(self, games, seeds, decision):
         from ..stage2.policy import stage2_slots
@@ -318,16 +321,14 @@ class EndgamePolicy:
 
     def __init__(self, first_trick: int = DEFAULT_ENDGAME_TRICK, path=None, run_seed: int = 0,
                  device="cpu", threads: int = 1):
-        if not 1 <= first_trick <= 7:
-            raise ValueError(f"the first exact trick must be in 1..7, got {first_trick}")
+        if not 1 <= first_trick <= N_TRICKS:
+            raise ValueError(f"the first exact trick must be in 1..{N_TRICKS}, got {first_trick}")
         self.stage2 = Stage2Policy(path, device=device)
         self.exact = EQPolicy("exact", ENDGAME_WORLDS, run_seed=run_seed, device=device,
                               threads=threads)
-        self.first_decision = 4 * (first_trick - 1)
+        self.first_decision = N_SEATS * (first_trick - 1)
         self.name = f"endgame:{first_trick}" + ("" if path is None else f":{path}")
-        # what its play depends on beyond the name (the league refuses a changed file)
-        from ..stage2.weights import fingerprint, stage2_weights
-        self.identity = {"name": "stage2", "sha256": fingerprint(stage2_weights(path))}
+        self.identity = self.stage2.identity     # its play depends on that file alone
 
     def decide(self, games, seeds, decision):
         if decision >= self.first_decision:

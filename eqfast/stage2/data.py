@@ -39,6 +39,7 @@ import torch
 
 from ..data.schema import DecisionRecords, label_variance
 from ..data.shards import ShardError, load_records, split_shards
+from ..rules.tables import N_SEATS
 from .defaults import FORCED_WEIGHT  # noqa: F401  (defined without torch, for --help)
 
 
@@ -84,7 +85,7 @@ def own_targets_outside(rows: dict, decision_idx: torch.Tensor, tricks, mu: torc
     play, everywhere else (self-distillation). Such rows get label variance 0 and
     `label_w` 0, which leaves them out of the variance head's term (their target is a
     model's value, not a sampled label). The same tensors changed in place."""
-    trick = decision_idx // 4 + 1
+    trick = decision_idx // N_SEATS + 1
     outside = ~torch.isin(trick, torch.tensor(tuple(tricks), dtype=trick.dtype))
     own = torch.where(rows["legal"], mu.to(rows["q"].dtype), torch.zeros_like(rows["q"]))
     for key in ("q", "target"):

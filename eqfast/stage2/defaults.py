@@ -3,6 +3,8 @@ takes 1.5-12 s): the model's default architecture, the loss weight of a forced d
 the trainer's forwards per step and the parser of its --label-tricks. model.py, data.py and
 train.py use them from here."""
 
+from ..rules.tables import N_TRICKS   # numpy only, no torch
+
 #: the default architecture (model.check_config gives every key's range)
 DEFAULT_CONFIG = {"d_model": 64, "n_layers": 3, "n_heads": 4, "d_ff": 128, "var_head": 1,
                   "seen_tiles": 0, "policy_head": 0}
@@ -29,7 +31,8 @@ def parse_tricks(text: str) -> tuple[int, ...]:
         except ValueError:
             raise ValueError(f"tricks {text!r}: {part!r} is not a trick number (1..7) or a "
                              "range like 5-7") from None
-        if not 1 <= a <= b <= 7:
-            raise ValueError(f"tricks {text!r}: {part!r} is outside 1..7 or an empty range")
+        if not 1 <= a <= b <= N_TRICKS:
+            raise ValueError(f"tricks {text!r}: {part!r} is outside 1..{N_TRICKS} or an "
+                             "empty range")
         tricks.update(range(a, b + 1))
     return tuple(sorted(tricks))

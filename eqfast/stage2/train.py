@@ -68,6 +68,7 @@ import torch
 
 from ..oracle.train import StepClock, load_checkpoint, lr_at, save_checkpoint
 from ..rules.deal import mix_seed
+from ..rules.tables import N_TRICKS
 from ..utils.atomic import atomic_write_text
 from .defaults import LENGTH_GROUPS, PRECISIONS
 from .average import describe, source_card
@@ -156,8 +157,10 @@ def check_train_config(cfg: TrainConfig) -> None:
         if cfg.init is None:
             raise ValueError("label_tricks needs init: the other tricks' targets are the init "
                              "model's own values")
-        if not cfg.label_tricks or any(t not in range(1, 8) for t in cfg.label_tricks):
-            raise ValueError(f"label_tricks must be tricks in 1..7, got {cfg.label_tricks}")
+        if not cfg.label_tricks or any(t not in range(1, N_TRICKS + 1)
+                                       for t in cfg.label_tricks):
+            raise ValueError(f"label_tricks must be tricks in 1..{N_TRICKS}, got "
+                             f"{cfg.label_tricks}")
 
 
 def init_weights(model: torch.nn.Module, cfg: TrainConfig) -> dict:
