@@ -21,7 +21,10 @@
 #        games")
 #     B  the shipped size from the shipped weights (--init), the replay rounds' recipe
 #        (lr 5e-4) at batch 1,024
+#     C  the shipped weights grown to 6 layers (--init with more --layers: the added
+#        layers start as the identity), lane B's recipe
 # Results in $OUT: steps.txt run.log big.safetensors big.jsonl init.safetensors init.jsonl
+# deep.safetensors deep.jsonl
 # and the first four shards of the test split of the generated data (test/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +37,9 @@ DEADLINE=${DEADLINE_S:-540}
 OUT=${OUT:-runs/gpu_rollout}
 W=${EQFAST_ROLLOUT_DIR:-/tmp/eqfast-rollout}
 PY=${PYTHON:-python3}
+# scratch: a run left there (an earlier try on this machine) would be resumed with other
+# settings and refused, so each run starts it empty
+rm -rf "$W"
 mkdir -p "$OUT" "$W"
 export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1
 T0=$(date +%s)
@@ -44,11 +50,13 @@ if [ $DRY = 1 ]; then
     GAMES=${GAMES:-16}; GPB=8; GEN_STOP_S=${GEN_STOP_S:-120}; LOAD_S=10; DEV=cpu
     A_FLAGS=(--batch 64 --eval-every 10 --ckpt-every 10 --threads 1)
     B_FLAGS=(--batch 64 --eval-every 10 --ckpt-every 10 --threads 1)
+    C_FLAGS=("${B_FLAGS[@]}")
 else
     GAMES=${GAMES:-400000}; GPB=${GPB:-2048}; GEN_STOP_S=${GEN_STOP_S:-280}
     LOAD_S=${LOAD_S:-30}; DEV=cuda
     A_FLAGS=(--batch 4096 --eval-every 500 --ckpt-every 1000 --threads 4)
     B_FLAGS=(--batch 1024 --eval-every 500 --ckpt-every 1000 --threads 4)
+    C_FLAGS=("${B_FLAGS[@]}")
 fi
 RECIPE=(--seen-tiles 2 --loss nll --centered-weight 1 --precision bf16 --length-groups 2
         --steps 1000000 --quiet)
@@ -86,7 +94,7 @@ done
 
 # ---- two training lanes side by side on the same records
 budget=$(( DEADLINE - $(elapsed) - LOAD_S ))
-say "train: lanes A (big, from scratch) and B (shipped size, from the shipped weights), ${budget} s each"
+say "train: lanes A (big, from scratch), B (shipped size, from the shipped weights) and C (the shipped weights grown to 6 layers), ${budget} s each"
 (
     $PY -m eqfast.cli.train_stage2 --data "$W/data" --run "$W/big" --device $DEV \
         --d-model 128 --layers 4 --heads 4 --d-ff 256 --lr 2e-3 --warmup 300 \
@@ -102,8 +110,16 @@ A=$!
     echo "train exit $?" >> "$W/init.log"
 ) &
 B=$!
-wait $A $B
-for lane in big init; do
+(
+    $PY -m eqfast.cli.train_stage2 --data "$W/data" --run "$W/deep" --device $DEV \
+        --init eqfast/models/stage2.safetensors --d-model 64 --layers 6 --heads 4 --d-ff 128 \
+        --lr 5e-4 --warmup 300 --time-budget $budget "${RECIPE[@]}" "${C_FLAGS[@]}" \
+        > "$W/deep.log" 2>&1
+    echo "train exit $?" >> "$W/deep.log"
+) &
+C=$!
+wait $A $B $C
+for lane in big init deep; do
     say "train $lane: $(grep -E 'train exit|final|budget|parameters|steps' "$W/$lane.log" | tail -4 | tr '\n' ' ')"
     cat "$W/$lane.log" >> "$OUT/run.log"
     cp "$W/$lane/best.safetensors" "$OUT/$lane.safetensors" 2>/dev/null

@@ -32,6 +32,9 @@ DEADLINE=${DEADLINE_S:-550}
 OUT=${OUT:-runs/gpu_volume}
 W=${EQFAST_VOLUME_DIR:-/tmp/eqfast-volume}
 PY=${PYTHON:-python3}
+# scratch: a run left there (an earlier try on this machine) would be resumed with other
+# settings and refused, so each run starts it empty
+rm -rf "$W"
 mkdir -p "$OUT" "$W"
 export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 TRITON_CACHE_DIR=$W/triton
 T0=$(date +%s)

@@ -40,7 +40,7 @@ def policies(tmp_path_factory):
     weights = tmp_path_factory.mktemp("stage2") / "random.safetensors"
     save_stage2(weights, build_model(DEFAULT_CONFIG), DEFAULT_CONFIG)
     specs = FAIR + (f"stage2:{weights}", f"eq:default:4:posterior=stage2:{weights}",
-                    f"search:3:2:{weights}", f"endgame:5:{weights}", "perfect")
+                    f"search:3:2:{weights}", f"endgame:5:{weights}", f"split:5:{weights}", "perfect")
     return {s: policy_from_spec(s, run_seed=3) for s in specs}
 
 
@@ -146,6 +146,25 @@ def test_endgame_plays_stage2_then_the_exact_player_over_every_world(policies):
             policy_from_spec(bad)
 
 
+def test_split_plays_the_early_model_then_the_late_one(policies):
+    """split:5:LATE plays the shipped model's moves in tricks 1-4 and LATE's from trick 5
+    on (here a random model, so the two differ); bad specs are refused."""
+    spec = next(s for s in policies if s.startswith("split:"))
+    split, late = policies[spec], policies["stage2:" + spec.split(":", 2)[2]]
+    early = policy_from_spec("stage2")
+    differ = 0
+    for d in (0, 9, 15, 16, 19, 22):
+        games, *_ = history_at(SEEDS, d)
+        want = (late if d >= 16 else early).decide(games, SEEDS, d)
+        assert torch.equal(split.decide(games, SEEDS, d), want), d
+        differ += int(((early if d >= 16 else late).decide(games, SEEDS, d) != want).sum())
+    assert differ > 0
+    for bad, message in (("split:5", "split:T:LATE"), ("split:x:w", "whole number"),
+                         ("split:1:w", "2..7"), ("split:5:/no/such.safetensors", "exist")):
+        with pytest.raises(ValueError, match=message):
+            policy_from_spec(bad)
+
+
 def test_players_built_on_stage2_weights_carry_their_fingerprint(policies, tmp_path):
     """`stage2`, `search` and `endgame` on one weights file have the league identity of
     that file (so a league refuses the file changed under the same name); another file
@@ -163,6 +182,10 @@ def test_players_built_on_stage2_weights_carry_their_fingerprint(policies, tmp_p
     save_stage2(other, build_model(DEFAULT_CONFIG), DEFAULT_CONFIG)
     spec = f"endgame:5:{other}"
     assert policy_identity(spec, policy_from_spec(spec)) == fingerprint(other) != want
+    # split: both files count, and which one plays which part
+    ids = {policy_identity(s, policy_from_spec(s)) for s in
+           (f"split:5:{path}", f"split:5:{other}", f"split:5:{path}:{other}")}
+    assert len(ids) == 3 and want not in ids
 
 
 def test_posterior_specs_build_the_engine_they_name(policies):

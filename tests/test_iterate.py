@@ -23,7 +23,7 @@ from eqfast.engine.pipeline import Engine, EngineConfig
 from eqfast.engine.policy import MODE_EPSILON, MODE_POLICY, ExplorationConfig
 from eqfast.engine.transcript import current_hand_order
 from eqfast.oracle.factory import oracle_from_spec
-from eqfast.play.policies import Stage2Policy
+from eqfast.play.policies import Stage2Policy, policy_from_spec
 from eqfast.stage2.data import mc_target, prepare_rows
 from eqfast.stage2.policy import play_policy_from_spec
 from eqfast.stage2.train import stage2_loss
@@ -116,9 +116,29 @@ def test_expert_play_policy_moves_equal_arena_expert(oracle):
     assert moved_off_labels > 0, "expert always played the label argmax: the test is weak"
 
 
+def test_arena_players_as_play_policies_keep_their_moves(oracle):
+    """--play-policy with an arena player: every move is that player's at the position,
+    with the games' seeds and decision handed on (the E[Q] player's worlds are keyed by
+    them, so a player given other keys would choose otherwise somewhere)."""
+    cfg = EngineConfig(n_samples=4)
+    for spec in ("rules", "eq:default:4"):
+        play, ident = play_policy_from_spec(spec, run_seed=5)
+        assert ident["name"] == spec and len(ident["sha256"]) == 64
+        records = Engine(oracle, cfg, play_policy=play).play(SEEDS)
+        assert check_invariants(records) == []
+        arena = policy_from_spec(spec, run_seed=5)
+        for ref, at, games, slot in _replay_with_plain_engine(records, oracle, cfg):
+            for name in LABEL_FIELDS:
+                assert torch.equal(ref[name], at[name]), name
+            d = int(at["decision_idx"][0])
+            assert torch.equal(slot, arena.decide(games, SEEDS, d)), (spec, d)
+
+
 def test_play_policy_spec_errors():
-    with pytest.raises(ValueError, match="unknown play policy 'rules'"):
-        play_policy_from_spec("rules")
+    with pytest.raises(ValueError, match="unknown play policy or bad argument"):
+        play_policy_from_spec("nosuch")
+    with pytest.raises(ValueError, match="hidden hands"):
+        play_policy_from_spec("perfect")
     with pytest.raises(ValueError, match="no such Stage 2 weights file"):
         play_policy_from_spec("stage2:/nonexistent/w.safetensors")
     ident = play_policy_from_spec("expert")[1]
@@ -142,6 +162,14 @@ def test_generate_play_policy_cli(tmp_path, capsys):
     assert generate.main(["--out", str(tmp_path / "f"), "--games", "2", "--oracle", "default",
                           "--pipeline", "fast", "--quiet", "--play-policy", "stage2"]) == 2
     assert "--play-policy runs on the reference pipeline only" in capsys.readouterr().err
+    # an arena player plays the transcripts; a cheating one is refused before anything runs
+    assert generate.main(["--out", str(tmp_path / "e"), *base[2:], "--play-policy",
+                          "endgame:6"]) == 0
+    assert load_records(tmp_path / "e")[1][0]["play_policy"]["name"] == "endgame:6"
+    capsys.readouterr()
+    assert generate.main(["--out", str(tmp_path / "p"), *base[2:], "--play-policy",
+                          "perfect"]) == 2
+    assert "hidden hands" in capsys.readouterr().err and not (tmp_path / "p").exists()
 
 
 def test_mc_weight_mixes_the_played_slot_only():

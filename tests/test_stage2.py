@@ -20,7 +20,8 @@ from eqfast.rules.batched import BatchedGames
 from eqfast.rules.state import GameState
 from eqfast.rules.tables import FOLLOWS, LED_SUIT, TILE_ID, torch_tables
 from eqfast.data.shards import ShardError
-from eqfast.stage2.data import data_hash, load_split, own_targets_outside, prepare_rows
+from eqfast.stage2.data import (data_hash, load_split, own_targets_outside, prepare_rows,
+                                rows_of_tricks)
 from eqfast.stage2.defaults import parse_tricks
 from eqfast.stage2.model import (build_model, export_program, forward_by_length,
                                  holder_marginals, length_groups, script_model, seen_matrix,
@@ -575,6 +576,32 @@ def test_init_starts_from_the_weights_and_is_recorded(dataset, tmp_path):
                           arch={**TINY_ARCH, "d_model": 64}), log=quiet, progress=False)
 
 
+def test_init_grows_a_model_to_more_layers_and_seen_tiles(records):
+    """grown(): the file's weights in a model with more layers and a higher seen-tiles
+    level give the file's outputs exactly (the added layers are the identity, the added
+    summary columns zero), and the added layers train (their input weights are random,
+    not zero)."""
+    from eqfast.stage2.train import grown
+
+    small = random_model(3, seen_tiles=1)
+    big = random_model(4, seen_tiles=2, n_layers=TINY_ARCH["n_layers"] + 2)
+    big.load_state_dict(grown(small.state_dict(), big.state_dict()))
+    rows = {k: v[:200] for k, v in prepare_rows(records).items()}
+    with torch.no_grad():
+        a = small(rows["tokens"], rows["lengths"])
+        b = big(rows["tokens"], rows["lengths"])
+    for x, y in zip(a, b):
+        torch.testing.assert_close(x, y, rtol=0, atol=1e-5)
+    top = f"layers.{TINY_ARCH['n_layers'] + 1}"
+    state = big.state_dict()
+    assert torch.all(state[f"{top}.proj.weight"] == 0) and torch.all(state[f"{top}.ff2.bias"] == 0)
+    assert state[f"{top}.qkv.weight"].abs().sum() > 0
+    # a gradient reaches the new layers' zero projections
+    mu, _ = big(rows["tokens"], rows["lengths"])
+    mu.pow(2).sum().backward()
+    assert float(big.layers[-1].ff2.weight.grad.abs().sum()) > 0
+
+
 def test_parse_tricks_reads_lists_and_ranges():
     assert parse_tricks("5,6") == (5, 6)
     assert parse_tricks("4-7") == (4, 5, 6, 7)
@@ -639,6 +666,29 @@ def test_label_tricks_hold_the_init_values_elsewhere(dataset, tmp_path, records)
     with pytest.raises(ValueError, match="label_tricks"):   # a resume with other tricks
         train(tiny_config(dataset, tmp_path / "late", label_tricks=[5, 6], **kw), log=quiet,
               progress=False)
+
+
+def test_tricks_trains_and_validates_on_those_decisions_only(dataset, tmp_path, records):
+    """--tricks 5,6: the run's train and val rows are the decisions of tricks 5 and 6, in
+    order (rows_of_tricks), and its weights record them; other tricks are refused."""
+    rows = prepare_rows(records)
+    trick = records["decision_idx"] // 4 + 1
+    part = rows_of_tricks(rows, records["decision_idx"], (5, 6))
+    inside = (trick == 5) | (trick == 6)
+    assert 0 < int(inside.sum()) < len(inside)
+    for k in rows:
+        assert torch.equal(part[k], rows[k][inside]), k
+    lines = []
+    train(tiny_config(dataset, tmp_path / "late", tricks=[5, 6], steps=20), log=lambda *a, **k:
+          lines.append(" ".join(map(str, a))), progress=False)
+    train_records = load_split(str(dataset), "train")[0]
+    want = int(torch.isin(train_records["decision_idx"] // 4 + 1, torch.tensor([5, 6])).sum())
+    assert any(f"; {want} train records" in line for line in lines), lines
+    assert load_stage2_with_meta(tmp_path / "late" / "last.safetensors")[1]["train"]["tricks"] \
+        == [5, 6]
+    for bad in ([], [0], [8]):
+        with pytest.raises(ValueError, match="tricks must be"):
+            train(tiny_config(dataset, tmp_path / "x", tricks=bad), log=quiet, progress=False)
 
 
 def test_init_from_an_averaged_file_says_so(dataset, tmp_path):
@@ -758,7 +808,7 @@ def test_bf16_training_moves_the_weights_and_records_its_precision(dataset, tmp_
     (["--label-tricks", "0-3", "--init", "eqfast/models/stage2.safetensors"], "outside 1..7"),
     (["--label-tricks", "6-5", "--init", "eqfast/models/stage2.safetensors"], "empty range"),
     (["--label-tricks", "late", "--init", "eqfast/models/stage2.safetensors"],
-     "not a trick number")])
+     "not a trick number"), (["--tricks", "0-3"], "--tricks"), (["--tricks", "x"], "--tricks")])
 def test_train_cli_bad_flags_exit_2(dataset, tmp_path, capsys, flags, needle):
     status = train_stage2.main(["--data", str(dataset), "--run", str(tmp_path / "r"), *flags])
     assert status == 2

@@ -181,10 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
     e = p.add_argument_group("play and exploration (eqfast/engine/policy.py)")
     e.add_argument("--play-policy", default=None, metavar="POLICY",
                    help="play the transcripts with this policy instead of the labels' argmax: "
-                        "'stage2' (the shipped Stage 2 model), 'stage2:PATH' or 'expert' (the "
-                        "hand-written player of eqfast-arena). The labels are "
+                        "'stage2' (the shipped Stage 2 model), 'stage2:PATH', or any other "
+                        "player of eqfast-arena that sees only its seat's information "
+                        "('expert', 'endgame:5', 'eq:exact:100', ...; its draws keyed by "
+                        "--seed). The labels are "
                         "computed as without it; the exploration flags below act on the "
-                        "policy's values, and its own choice is recorded as exploration_mode 4 "
+                        "policy's values (Stage 2's mu; 1 at an arena player's move, 0 "
+                        "elsewhere), and its own choice is recorded as exploration_mode 4 "
                         "(policy), whose q_gap may be above 0 (docs/DATASET.md). When left "
                         "out, the argmax of the labels. Reference pipeline")
     e.add_argument("--temperature", type=float, default=0.0, help="Boltzmann temperature (0 = greedy)")
@@ -591,7 +594,8 @@ def _main(argv=None) -> int:
     if args.play_policy is not None:
         from ..stage2.policy import play_policy_from_spec
         try:
-            extra["play_policy"] = play_policy_from_spec(args.play_policy, args.device)
+            extra["play_policy"] = play_policy_from_spec(
+                args.play_policy, args.device, run_seed=args.seed, threads=args.threads or 1)
         except ValueError as e:                 # Stage2WeightsError names the file
             print(f"eqfast-generate: --play-policy: {e}", file=sys.stderr)
             return 2

@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "(1..7: '5,6', '4-7'); everywhere else the target is the --init "
                          "model's own values, so its play there stays as it was "
                          "(self-distillation; needs --init; docs/STAGE2.md)")
+    ap.add_argument("--tricks", default=None, metavar="TRICKS",
+                    help="train and validate on the decisions of these tricks only (1..7: "
+                         "'5-7'): a model for part of the hand, which the split player "
+                         "plays from the first of them (docs/STAGE2.md)")
     ap.add_argument("--steps", type=int, default=20000,
                     help="optimizer steps of the whole run (with --time-budget: at most)")
     ap.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
@@ -87,8 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="start a fresh run from these Stage 2 weights (a run's "
                          "best.safetensors, or eqfast/models/stage2.safetensors) with a new "
                          "optimizer and schedule; their architecture must be the one the flags "
-                         "describe, except that --seen-tiles may be higher (the added summary "
-                         "columns start at zero); when left out, a random initialization")
+                         "describe, except that --seen-tiles and --layers may be higher (the "
+                         "added summary columns start at zero, the added layers as the "
+                         "identity: the run starts from the file's outputs); when left out, a random initialization")
     ap.add_argument("--batch", type=int, default=256, help="records per step")
     ap.add_argument("--length-groups", type=int, default=LENGTH_GROUPS,
                     help="forwards per step, each on the batch's records of similar "
@@ -157,6 +162,12 @@ def check_args(a) -> str | None:
             parse_tricks(a.label_tricks)
         except ValueError as e:
             return f"--label-tricks: {e}"
+    if a.tricks is not None:
+        from ..stage2.defaults import parse_tricks
+        try:
+            parse_tricks(a.tricks)
+        except ValueError as e:
+            return f"--tricks: {e}"
     if a.stop_at is not None and a.stop_at < 0:
         return f"--stop-at must be >= 0, got {a.stop_at}"
     problem = device_problem(a.device)
@@ -197,7 +208,8 @@ def main(argv=None) -> int:
                       length_groups=a.length_groups, mc_weight=a.mc_weight,
                       policy_weight=a.policy_weight, precision=a.precision, ema=a.ema,
                       label_tricks=(None if a.label_tricks is None
-                                    else list(parse_tricks(a.label_tricks))))
+                                    else list(parse_tricks(a.label_tricks))),
+                      tricks=None if a.tricks is None else list(parse_tricks(a.tricks)))
     try:
         m = train(cfg, log=print, progress=not a.quiet)
     except (ValueError, ShardError) as e:        # a resume with other settings, an empty

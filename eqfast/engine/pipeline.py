@@ -271,9 +271,9 @@ class Engine:
         positions per world are no longer solved), and a control variate with posterior
         weights needs it: the control's extra worlds need weights too.
         play_policy: where the played moves come from instead of the labels' argmax, an
-        object whose `choose(games)` gives (values [G, 7], slot [G]) in initial-hand slots
-        (`eqfast.stage2.policy.Stage2Play`); the exploration config then acts on its values
-        and the labels are unchanged (`eqfast.engine.policy.policy_selection`)."""
+        object whose `choose(games, seeds, decision)` gives (values [G, 7], slot [G]) in
+        initial-hand slots (`eqfast.stage2.policy.Stage2Play`, `ArenaPlay`); the
+        exploration config then acts on its values and the labels are unchanged (`eqfast.engine.policy.policy_selection`)."""
         if (cv_oracle is None) != (cfg.cv_samples is None):
             raise ValueError("a control variate needs both cv_oracle and cfg.cv_samples")
         if cv_oracle is not None and cfg.posterior is not None and behaviour_oracle is None:
@@ -416,7 +416,7 @@ class Engine:
 
         with stage("select"):
             if script is None and self.play_policy is not None:
-                values, own = self.play_policy.choose(games)
+                values, own = self.play_policy.choose(games, seeds, decision)
                 sel = policy_selection(values, own, mom.mean, legal, cfg.exploration,
                                        self._keys(seeds, decision, STREAM_POLICY))
             elif script is None:

@@ -260,7 +260,7 @@ class Entry:
 
 def policy_identity(spec: str, policy) -> str | None:
     """A fingerprint of what a policy's play depends on beyond its name: the sha256 of a
-    Stage 2 weights file (`stage2`, `search`, `endgame`), or of an E[Q] player's oracle
+    Stage 2 weights file (`stage2`, `search`, `endgame`; of both for `split`), or of an E[Q] player's oracle
     weights, as the policy's `identity` gives it; None otherwise."""
     ident = getattr(policy, "identity", None)
     if isinstance(ident, dict) and ident.get("sha256"):

@@ -3,10 +3,12 @@ eqfast-arena --help and its argument errors answer at once (importing torch take
 s). policies.py builds the policies these names stand for; league.py uses the defaults."""
 
 #: the names a policy spec starts with (policies.POLICIES has one builder each)
-POLICY_NAMES = ("random", "rules", "expert", "eq", "perfect", "stage2", "search", "endgame")
+POLICY_NAMES = ("random", "rules", "expert", "eq", "perfect", "stage2", "search", "endgame",
+                "split")
 #: how a policy that takes an argument is written, for messages and --help
 USAGE = {"eq": "eq:ORACLE[:N][:posterior[=BEHAVIOUR]]", "stage2": "stage2[:WEIGHTS]",
-         "search": "search[:N[:T[:WEIGHTS]]]", "endgame": "endgame[:T[:WEIGHTS]]"}
+         "search": "search[:N[:T[:WEIGHTS]]]", "endgame": "endgame[:T[:WEIGHTS]]",
+         "split": "split:T:LATE[:EARLY]"}
 
 #: the league's panel when none is named: floor, baselines, the E[Q] players, the shipped
 #: Stage 2 and the cheating ceiling

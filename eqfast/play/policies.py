@@ -31,6 +31,9 @@ Policies (the spec string of `policy_from_spec`, registry `POLICIES`):
                     player over every world consistent with the actor's information (the
                     solver's Q of each legal move, uniform worlds): a forward pass for the
                     first T - 1 tricks, an exact endgame for the rest
+    split:T:LATE[:EARLY]  two Stage 2 models, one forward pass a decision: EARLY (default
+                    the shipped weights) before trick T, LATE from trick T on (a model
+                    trained on those tricks alone: eqfast-train-stage2 --tricks)
 
 The rules player
 ----------------
@@ -62,6 +65,7 @@ constructor `(arg: str | None, ctx: PolicyContext) -> Policy` under its name in
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, fields
 from typing import Callable, Protocol, Sequence
 
@@ -336,6 +340,33 @@ class EndgamePolicy:
         return self.stage2.decide(games, seeds, decision)
 
 
+# ---------------------------------------------------------------------------- split
+class SplitPolicy:
+    """Stage 2 with one model for the early tricks and another from `first_trick` on: still
+    one forward pass a decision, but the late model spends all its parameters on the
+    positions where exact values are cheap to label and the shipped model errs most
+    (docs/STAGE2.md, "A model for the late tricks")."""
+
+    cheating = False
+
+    def __init__(self, first_trick: int, late_path, early_path=None, device="cpu"):
+        if not 2 <= first_trick <= N_TRICKS:
+            raise ValueError(f"the late model's first trick must be in 2..{N_TRICKS}, got "
+                             f"{first_trick}")
+        self.early = Stage2Policy(early_path, device=device)
+        self.late = Stage2Policy(late_path, device=device)
+        self.first_decision = N_SEATS * (first_trick - 1)
+        self.name = f"split:{first_trick}:{late_path}" + ("" if early_path is None
+                                                          else f":{early_path}")
+        # its play depends on both files (and the trick, which its name carries)
+        both = f"{self.early.identity['sha256']}+{self.late.identity['sha256']}"
+        self.identity = {"name": "split", "sha256": hashlib.sha256(both.encode()).hexdigest()}
+
+    def decide(self, games, seeds, decision):
+        side = self.late if decision >= self.first_decision else self.early
+        return side.decide(games, seeds, decision)
+
+
 # ---------------------------------------------------------------------------- registry
 def _no_arg(name: str, arg: str | None) -> None:
     if arg is not None:
@@ -412,6 +443,18 @@ def _make_endgame(arg, ctx):
                          run_seed=ctx.run_seed, device=ctx.device, threads=ctx.threads)
 
 
+def _make_split(arg, ctx):
+    parts = (arg or "").split(":")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise ValueError(f"write split:T:LATE[:EARLY] (T the late model's first trick), got "
+                         f"{arg!r}")
+    if not parts[0].isdigit():
+        raise ValueError(f"the late model's first trick must be a whole number, got "
+                         f"{parts[0]!r}")
+    return SplitPolicy(int(parts[0]), parts[1], parts[2] if len(parts) > 2 else None,
+                       device=ctx.device)
+
+
 #: policy name -> constructor(arg, ctx); see "Adding a policy" in the module doc
 POLICIES: dict[str, Callable[[str | None, PolicyContext], Policy]] = {
     "random": _make_random,
@@ -422,6 +465,7 @@ POLICIES: dict[str, Callable[[str | None, PolicyContext], Policy]] = {
     "stage2": _make_stage2,
     "search": _make_search,
     "endgame": _make_endgame,
+    "split": _make_split,
 }
 
 

@@ -96,6 +96,15 @@ def own_targets_outside(rows: dict, decision_idx: torch.Tensor, tricks, mu: torc
     return rows
 
 
+def rows_of_tricks(rows: dict, decision_idx: torch.Tensor, tricks) -> dict:
+    """The rows of `rows` (prepare_rows) whose decisions lie in `tricks` (1..7; trick =
+    decision_idx // 4 + 1), in their order: a model trained for part of the hand only (a
+    late-hand model, played after another by the `split` policy)."""
+    trick = decision_idx // N_SEATS + 1
+    keep = torch.isin(trick, torch.tensor(tuple(tricks), dtype=trick.dtype))
+    return {k: v[keep] for k, v in rows.items()}
+
+
 def data_dirs(data) -> list[Path]:
     """The eqfast-generate directories of `data`: one path, or a list or tuple of them (a
     model trained on the union of several runs' records, e.g. the improvement loop's

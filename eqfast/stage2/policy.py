@@ -63,7 +63,7 @@ class Stage2Play:
         self.model = model.to(self.device).eval()
 
     @torch.no_grad()
-    def choose(self, games) -> tuple[torch.Tensor, torch.Tensor]:
+    def choose(self, games, seeds=None, decision=None) -> tuple[torch.Tensor, torch.Tensor]:
         mu, legal, slot_of_pos = stage2_mu(self.model, games)
         values = torch.zeros(mu.shape[0], 8, dtype=torch.float32, device=mu.device)
         values.scatter_(1, torch.where(slot_of_pos >= 0, slot_of_pos, 7), mu.float())
@@ -73,47 +73,62 @@ class Stage2Play:
         return values[:, :7], slot
 
 
-class ExpertPlay:
-    """The `expert` player (eqfast/play/expert.py) as the engine's play policy
-    (`eqfast-generate --play-policy expert`): the transcripts are its games while the engine
-    labels every decision as usual. It has no values of its own, so `choose` gives 1 at the
-    slot it plays and 0 at the others: epsilon and blunders then pick among the other legal
-    moves (a blunder's regret is 1 on that scale, so any `--blunder-max-regret` of 1 or
-    more lets every other legal move be one)."""
+class ArenaPlay:
+    """Any non-cheating player of eqfast-arena (eqfast/play/policies.py: `expert`,
+    `rules`, `eq:...`, `endgame:...`, `split:...`, `search:...`, `random`) as the engine's
+    play policy (`eqfast-generate --play-policy SPEC`): the transcripts are its games while
+    the engine labels every decision as usual. The engine hands it the games' seeds and the
+    decision, so its own draws are keyed as in the arena. It gives no values of its own:
+    `choose` gives 1 at the slot it plays and 0 at the others, so epsilon and blunders pick
+    among the other legal moves (a blunder's regret is 1 on that scale: any
+    `--blunder-max-regret` of 1 or more lets every other legal move be one)."""
 
-    def __init__(self):
-        from ..play.expert import ExpertPolicy
-
-        self.expert = ExpertPolicy()
+    def __init__(self, policy):
+        self.policy = policy
 
     @torch.no_grad()
-    def choose(self, games) -> tuple[torch.Tensor, torch.Tensor]:
-        slot = self.expert.decide(games, None, None).to(games.device)
+    def choose(self, games, seeds=None, decision=None) -> tuple[torch.Tensor, torch.Tensor]:
+        slot = self.policy.decide(games, seeds, decision).to(games.device)
         values = torch.zeros(games.batch_size, 7, dtype=torch.float32, device=games.device)
         values.scatter_(1, slot[:, None], 1.0)
         return values, slot
 
 
-def play_policy_from_spec(spec: str, device="cpu"):
+def play_policy_from_spec(spec: str, device="cpu", run_seed: int = 0, threads: int = 1):
     """(play policy, identity) of an `eqfast-generate --play-policy` spec: 'stage2' (the
-    shipped model), 'stage2:PATH' or 'expert' (identified by the SHA-256 of its source, so
-    a changed player is a changed setting). ValueError naming the problem."""
+    shipped model) or 'stage2:PATH' (its μ are the values exploration acts on), or any
+    other non-cheating eqfast-arena spec ('expert', 'endgame:5', ...; `ArenaPlay`). The
+    identity's SHA-256 covers what the moves depend on, so a changed player is a changed
+    setting: the weights file for stage2; the source of `expert`; for the others the spec,
+    the player's own identity (its weights files) and the source of the module that
+    defines it. ValueError naming the problem."""
     import hashlib
+    import inspect
     from pathlib import Path
 
     from .weights import load_stage2, stage2_weights
 
-    if spec == "expert":
-        from ..play import expert
+    if spec == "stage2" or spec.startswith("stage2:"):
+        path = stage2_weights(spec[len("stage2:"):])
+        if not path.is_file():
+            raise ValueError(f"{spec}: no such Stage 2 weights file {path}")
+        model = load_stage2(path)
+        sha = hashlib.sha256(path.read_bytes()).hexdigest()
+        return Stage2Play(model, device), {"name": spec, "path": str(path), "sha256": sha}
+    from ..play.policies import policy_from_spec
 
-        source = Path(expert.__file__)
+    try:
+        policy = policy_from_spec(spec, run_seed=run_seed, device=device, threads=threads)
+    except ValueError as e:
+        raise ValueError(f"unknown play policy or bad argument: {e} (stage2[:PATH] or a "
+                         "player of eqfast-arena)") from None
+    if policy.cheating:
+        raise ValueError(f"{spec!r} looks at the hidden hands: the transcripts must be "
+                         "played from each seat's own information")
+    source = Path(inspect.getsourcefile(type(policy)))
+    if spec == "expert":        # as written since --play-policy expert exists (resumable)
         sha = hashlib.sha256(source.read_bytes()).hexdigest()
-        return ExpertPlay(), {"name": spec, "path": str(source), "sha256": sha}
-    if spec != "stage2" and not spec.startswith("stage2:"):
-        raise ValueError(f"unknown play policy {spec!r} (choose stage2, stage2:PATH or expert)")
-    path = stage2_weights(spec[len("stage2:"):])
-    if not path.is_file():
-        raise ValueError(f"{spec}: no such Stage 2 weights file {path}")
-    model = load_stage2(path)
-    sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    return Stage2Play(model, device), {"name": spec, "path": str(path), "sha256": sha}
+    else:
+        own = (getattr(policy, "identity", None) or {}).get("sha256", "")
+        sha = hashlib.sha256(f"{spec}|{own}|".encode() + source.read_bytes()).hexdigest()
+    return ArenaPlay(policy), {"name": spec, "path": str(source), "sha256": sha}

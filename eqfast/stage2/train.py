@@ -32,6 +32,10 @@ training (stage2/data.py `own_targets_outside`): the run changes the model's val
 its play, in those tricks and holds them elsewhere (self-distillation), e.g. E[Q] labels
 late in the hand on a model trained on rollouts. Those decisions weigh 0 in the nll term,
 and validation (regret, MSE) is against the same mixed target.
+`tricks` trains and validates on the decisions of those tricks only (stage2/data.py
+`rows_of_tricks`): a model for part of the hand, e.g. the late tricks, where exact labels
+are cheap and the play is most exact, which the `split` player (eqfast/play/policies.py)
+uses from its first trick on.
 
 `ema` d > 0 keeps, beside the trained weights, their exponential moving average over the
 steps, a_t = d_t a_(t-1) + (1 - d_t) w_t with d_t = min(d, (1 + t) / (10 + t)) (t counting
@@ -73,7 +77,7 @@ from ..utils.atomic import atomic_write_text
 from .defaults import LENGTH_GROUPS, PRECISIONS
 from .average import describe, source_card
 from .data import (FORCED_WEIGHT, data_card, data_hash, load_split, own_targets_outside,
-                   prepare_rows)
+                   prepare_rows, rows_of_tricks)
 from .evaluate import metrics as eval_metrics
 from .evaluate import predict
 from .model import (CONFIG_OPTIONAL, DEFAULT_CONFIG, Q_SCALE, build_model, check_config,
@@ -84,10 +88,10 @@ LOSSES = ("mse", "nll")
 #: arguments a resumed run must share with the checkpoint (the others may change)
 RESUME_KEYS = ("arch", "loss", "forced_weight", "centered_weight", "steps", "batch", "lr",
                "weight_decay", "warmup", "min_lr_frac", "seed", "time_budget", "init",
-               "mc_weight", "policy_weight", "precision", "ema", "label_tricks")
+               "mc_weight", "policy_weight", "precision", "ema", "label_tricks", "tricks")
 #: the value a checkpoint written before a RESUME_KEYS entry existed had
 RESUME_DEFAULTS = {"mc_weight": 0.0, "policy_weight": 0.0, "precision": "fp32", "ema": 0.0,
-                   "label_tricks": None}
+                   "label_tricks": None, "tricks": None}
 
 
 @dataclass
@@ -119,6 +123,7 @@ class TrainConfig:
     precision: str = "fp32"      # "bf16": the forward under autocast (a GPU's tensor cores)
     ema: float = 0.0             # d: evaluate and save the weights' moving average (0: off)
     label_tricks: list[int] | None = None  # labels at these tricks only; init's μ elsewhere
+    tricks: list[int] | None = None  # train and validate on these tricks' decisions only
 
 
 def check_train_config(cfg: TrainConfig) -> None:
@@ -161,32 +166,54 @@ def check_train_config(cfg: TrainConfig) -> None:
                                        for t in cfg.label_tricks):
             raise ValueError(f"label_tricks must be tricks in 1..{N_TRICKS}, got "
                              f"{cfg.label_tricks}")
+    if cfg.tricks is not None and (not cfg.tricks or any(t not in range(1, N_TRICKS + 1)
+                                                         for t in cfg.tricks)):
+        raise ValueError(f"tricks must be tricks in 1..{N_TRICKS}, got {cfg.tricks}")
 
 
 def init_weights(model: torch.nn.Module, cfg: TrainConfig) -> dict:
     """Load `cfg.init` into `model` (a fresh run's starting point); the record of it for
     the training card: path, SHA-256 of the file, and its own training record's steps.
-    Stage2WeightsError for an unreadable file; ValueError when its architecture differs."""
+    The run may have a higher seen-tiles level or more layers than the file (`grown`):
+    the model then starts with the file's outputs exactly. Stage2WeightsError for an
+    unreadable file; ValueError when the architectures differ otherwise."""
     start, meta = load_stage2_with_meta(cfg.init)
     have, want = check_config(meta["config"]), check_config(cfg.arch)
-    deeper = ({**have, "seen_tiles": 0} == {**want, "seen_tiles": 0}
-              and have["seen_tiles"] < want["seen_tiles"])
-    if have != want and not deeper:
+    same = ({**have, "seen_tiles": 0, "n_layers": 0} == {**want, "seen_tiles": 0, "n_layers": 0}
+            and have["seen_tiles"] <= want["seen_tiles"] and have["n_layers"] <= want["n_layers"])
+    if not same:
         raise ValueError(f"{cfg.init}: --init weights have the architecture {meta['config']}, "
-                         f"the run {cfg.arch}; give the run the same --d-model, --layers, "
-                         "--heads, --d-ff and variance head (--seen-tiles the same or higher)")
-    state = start.state_dict()
-    if deeper:
-        # each seen-tiles level's summary begins with the one below it: the new columns
-        # (and at level 0 the whole read) start at zero, so the run starts from the
-        # file's outputs exactly
-        key = "seen_embed.0.weight"
-        grown = torch.zeros_like(model.state_dict()[key])
-        if key in state:
-            grown[:, :state[key].shape[1]] = state[key]
-        state[key] = grown
-    model.load_state_dict(state)
+                         f"the run {cfg.arch}; give the run the same --d-model, --heads, "
+                         "--d-ff and variance head (--seen-tiles and --layers the same or "
+                         "higher)")
+    model.load_state_dict(grown(start.state_dict(), model.state_dict()))
     return source_card(cfg.init, meta)
+
+
+def grown(state: dict, target: dict) -> dict:
+    """The weights `state` of a model laid out as `target` (a state dict of the run's
+    model), whose seen-tiles level or layer count may be higher: each seen-tiles level's
+    summary begins with the one below it, so the added columns (and at level 0 the whole
+    read) start at zero; added layers come after the file's, with their random weights but
+    the attention output and second feed-forward layer zero, so each adds nothing to its
+    input (a pre-norm residual layer is then the identity). Either way the run starts from
+    the file's outputs exactly (tests/test_stage2.py) and learns the new parts from there."""
+    out = dict(state)
+    key = "seen_embed.0.weight"
+    if key in target and (key not in state or state[key].shape != target[key].shape):
+        wide = torch.zeros_like(target[key])
+        if key in state:
+            wide[:, :state[key].shape[1]] = state[key]
+        out[key] = wide
+    for name, value in target.items():
+        if name in out:
+            continue
+        if name.startswith("layers.") and name.split(".", 2)[2] in (
+                "proj.weight", "proj.bias", "ff2.weight", "ff2.bias"):
+            out[name] = torch.zeros_like(value)
+        else:
+            out[name] = value.clone()
+    return out
 
 
 def policy_cross_entropy(logits: torch.Tensor, batch: dict) -> torch.Tensor:
@@ -275,11 +302,19 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
                                 "val": (val_records, val_metas)})
     dh = data_hash(cfg.data)
     train_rows = prepare_rows(train_records, cfg.forced_weight, cfg.mc_weight)
-    val_rows = {k: v[:cfg.val_rows] for k, v in
-                prepare_rows(val_records, cfg.forced_weight, cfg.mc_weight).items()}
+    val_rows = prepare_rows(val_records, cfg.forced_weight, cfg.mc_weight)
+    train_dec, val_dec = train_records["decision_idx"], val_records["decision_idx"]
+    if cfg.tricks is not None:
+        train_rows = rows_of_tricks(train_rows, train_dec, cfg.tricks)
+        val_rows = rows_of_tricks(val_rows, val_dec, cfg.tricks)
+        train_dec, val_dec = (rows_of_tricks({"d": d}, d, cfg.tricks)["d"]
+                              for d in (train_dec, val_dec))
+        if not len(train_dec) or not len(val_dec):
+            raise ValueError(f"no train or val decisions in tricks {cfg.tricks}")
+        log(f"decisions of tricks {','.join(map(str, cfg.tricks))} only", flush=True)
+    val_rows = {k: v[:cfg.val_rows] for k, v in val_rows.items()}
     if cfg.label_tricks is not None:
-        keep_own_values(cfg, train_rows, train_records["decision_idx"], val_rows,
-                        val_records["decision_idx"][:cfg.val_rows], log)
+        keep_own_values(cfg, train_rows, train_dec, val_rows, val_dec[:cfg.val_rows], log)
     del train_records, val_records
     if device.type == "cuda":
         # the whole split on the device (371 bytes a record): a step's gather is then one
@@ -377,6 +412,7 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
                           **({"ema": cfg.ema} if cfg.ema else {}),
                           **({"label_tricks": list(cfg.label_tricks)}
                              if cfg.label_tricks is not None else {}),
+                          **({"tricks": list(cfg.tricks)} if cfg.tricks is not None else {}),
                           "device": device_name, "precision": cfg.precision,
                           "time_budget_s": cfg.time_budget, "init": state.get("init"),
                           "data_card": card}
