@@ -78,3 +78,62 @@ def test_rollout_elsewhere_and_bad_specs_are_refused(tmp_path, capsys):
         rollout_from_spec("rollout:9")
     with pytest.raises(ValueError, match="does not exist"):
         rollout_from_spec("rollout:7:/no/such.safetensors")
+
+
+def test_exact_rest_ends_the_rollout_at_its_trick():
+    """rollout_values(exact_from=16): each move is played, Stage 2 plays every seat on to
+    the 16th play (the start of trick 5), and the solver's perfect-information value of the
+    rest is added to the points taken on the way, in the actor's team frame (replayed here
+    one row at a time); from trick 5 on the values are the solver's Q of the moves."""
+    import numpy as np
+
+    from eqfast.engine.public import slots_to_tile_mask
+    from eqfast.solver import ILLEGAL, q_batch, v_batch
+    from eqfast.stage2.policy import stage2_slots
+    from eqfast.stage2.rollout import rollout_values
+
+    stage2 = Stage2Policy()
+    hands, decl, leader = setup_games(SEEDS)
+    games = BatchedGames.new(hands, decl, leader)
+    for k in range(10):
+        games = games.play(stage2.decide(games, SEEDS, k))
+    got = rollout_values(stage2.model, games, exact_from=16)
+    legal = games.legal_mask()
+    assert torch.equal(torch.isfinite(got), legal)
+    checked = 0
+    for g in range(len(SEEDS)):
+        actor = int(games.current_player[g])
+        sign = 1 if actor % 2 == 0 else -1
+        for m in torch.nonzero(legal[g])[:, 0].tolist():
+            one = games.select(torch.tensor([g])).play(torch.tensor([m]))
+            while int(one.n_plays[0]) < 16:
+                one = one.play(stage2_slots(stage2.model, one))
+            mask = slots_to_tile_mask(one.hands, one.remaining).numpy()
+            rest = int(v_batch(mask, one.decl.numpy(), one.leader.numpy(),
+                               one.trick[:, :3].numpy())[0])
+            want = sign * (int(one.score()[0] - games.score()[g]) + rest)
+            assert float(got[g, m]) == pytest.approx(want), (g, m)
+            checked += 1
+    assert checked > len(SEEDS)
+    # past the first exact play the value of a move is its perfect-information Q
+    for k in range(10, 17):
+        games = games.play(stage2.decide(games, SEEDS, k))
+    got = rollout_values(stage2.model, games, exact_from=16)
+    mask = slots_to_tile_mask(games.hands, games.remaining).numpy()
+    q = q_batch(mask, games.decl.numpy(), games.leader.numpy(), games.trick[:, :3].numpy())
+    rows = torch.arange(len(SEEDS))
+    actor = games.current_player
+    q_slot = torch.from_numpy(q.astype(np.int64))[rows[:, None], games.hands[rows, actor].clamp(min=0)]
+    sign = torch.where(actor % 2 == 0, 1, -1)[:, None]
+    legal = games.legal_mask()
+    assert bool((q_slot[legal] != ILLEGAL).all())
+    assert torch.equal(got[legal], (sign * q_slot).float()[legal])
+
+
+def test_exact_rollout_specs():
+    oracle, ident = rollout_from_spec("rollout:exact5")
+    assert oracle.exact_from == 16 and oracle.turns == 7
+    assert ident["sha256"].endswith("+rollout-exact5") and "then exact" in ident["label"]
+    for bad in ("rollout:exact1", "rollout:exact8", "rollout:exactx"):
+        with pytest.raises(ValueError, match="exactK"):
+            rollout_from_spec(bad)

@@ -85,8 +85,7 @@ def own_targets_outside(rows: dict, decision_idx: torch.Tensor, tricks, mu: torc
     play, everywhere else (self-distillation). Such rows get label variance 0 and
     `label_w` 0, which leaves them out of the variance head's term (their target is a
     model's value, not a sampled label). The same tensors changed in place."""
-    trick = decision_idx // N_SEATS + 1
-    outside = ~torch.isin(trick, torch.tensor(tuple(tricks), dtype=trick.dtype))
+    outside = ~in_tricks(decision_idx, tricks)
     own = torch.where(rows["legal"], mu.to(rows["q"].dtype), torch.zeros_like(rows["q"]))
     for key in ("q", "target"):
         if key in rows:
@@ -96,12 +95,18 @@ def own_targets_outside(rows: dict, decision_idx: torch.Tensor, tricks, mu: torc
     return rows
 
 
-def rows_of_tricks(rows: dict, decision_idx: torch.Tensor, tricks) -> dict:
-    """The rows of `rows` (prepare_rows) whose decisions lie in `tricks` (1..7; trick =
-    decision_idx // 4 + 1), in their order: a model trained for part of the hand only (a
-    late-hand model, played after another by the `split` policy)."""
+def in_tricks(decision_idx: torch.Tensor, tricks) -> torch.Tensor:
+    """Bool [R]: whether each decision (0..27) lies in one of `tricks` (1..7; trick =
+    decision_idx // 4 + 1)."""
     trick = decision_idx // N_SEATS + 1
-    keep = torch.isin(trick, torch.tensor(tuple(tricks), dtype=trick.dtype))
+    return torch.isin(trick, torch.tensor(tuple(tricks), dtype=trick.dtype))
+
+
+def rows_of_tricks(rows: dict, decision_idx: torch.Tensor, tricks) -> dict:
+    """The rows of `rows` (prepare_rows) whose decisions lie in `tricks`, in their order: a
+    model trained for part of the hand only (a late-hand model, played after another by
+    the `split` policy)."""
+    keep = in_tricks(decision_idx, tricks)
     return {k: v[keep] for k, v in rows.items()}
 
 

@@ -11,6 +11,14 @@ the actor is to play again, Stage 2's μ of its best legal move there (E[Q] to g
 actor's team frame, docs/STAGE2.md). With turns = 7 every rollout reaches the end of the
 hand and the value is the points alone.
 
+`exact_from` (a play count, 4 (K - 1) for trick K) ends a rollout instead where the hand
+reaches that many plays: the value is then the points taken so far plus the exact solver's
+perfect-information value of the rest of the hand in that world (`eqfast.solver.v_batch`).
+Stage 2 plays the tricks before K, where every seat's ignorance of the others' hands
+matters, and perfect play the last ones, where few tiles are hidden and the exact
+`endgame` player comes close to it (docs/PLAY.md). A decision at trick K or later is then
+valued as the exact oracle values it.
+
 The horizon is one of the actor's own turns because a μ read at another seat's turn is
 that seat's expectation from its own information, blind to what the actor knows (a
 partner about to lead does not know that the actor holds the boss trump), so it
@@ -28,6 +36,7 @@ perfect-information oracles (docs/STAGE2.md, "Rollout labels").
 from __future__ import annotations
 
 import hashlib
+from dataclasses import fields
 
 import torch
 
@@ -71,12 +80,26 @@ def check_turns(turns: int) -> None:
         raise ValueError(f"the look-ahead must be 1..7 of the actor's turns, got {turns}")
 
 
+def exact_rest(games: BatchedGames) -> torch.Tensor:
+    """Perfect-information value [B] (team-0 frame, points to go) of each row's rest of
+    the hand, by the exact solver on the CPU."""
+    from ..engine.public import slots_to_tile_mask
+    from ..solver import v_batch
+
+    g = games if games.device.type == "cpu" else \
+        BatchedGames(**{f.name: getattr(games, f.name).cpu() for f in fields(games)})
+    masks = slots_to_tile_mask(g.hands, g.remaining).numpy()
+    v = v_batch(masks, g.decl.numpy(), g.leader.numpy(), g.trick[:, :3].numpy())
+    return torch.from_numpy(v.astype("float32")).to(games.device)
+
+
 @torch.no_grad()
-def rollout_values(model, worlds: BatchedGames, turns: int = DEFAULT_ROLLOUT_TURNS
-                   ) -> torch.Tensor:
+def rollout_values(model, worlds: BatchedGames, turns: int = DEFAULT_ROLLOUT_TURNS,
+                   exact_from: int | None = None) -> torch.Tensor:
     """Value [R, 7] float32 (points, the actor's team frame) of every legal initial-hand
     slot of each row's actor (module doc); -inf at the other slots. Rows finished already
-    have no legal slot."""
+    have no legal slot. `exact_from`: the play count from which the solver's value ends
+    the rollout (module doc); None: Stage 2 plays to the horizon."""
     check_turns(turns)
     legal = worlds.legal_mask()
     r_of, slot_of = torch.nonzero(legal, as_tuple=True)
@@ -97,12 +120,21 @@ def rollout_values(model, worlds: BatchedGames, turns: int = DEFAULT_ROLLOUT_TUR
         seen = seen + at_actor.long()
         stop = at_actor & (seen >= turns)
         value[live[over]] = gained[over]
+        if exact_from is not None:
+            # the exact rest of the hand ends the rollout (before any μ horizon there)
+            solve = (sim.n_plays >= exact_from) & ~over
+            if bool(solve.any()):
+                rest = exact_rest(sim.select(solve))
+                value[live[solve]] = gained[solve] + sign[solve].float() * rest
+            stop = stop & ~solve
+        else:
+            solve = torch.zeros_like(over)
         if bool(stop.any()):
             mu, leg, _ = chunked(lambda g: stage2_mu(model, g), sim.select(stop))
             best = torch.where(leg, mu.float(), torch.full_like(mu, float("-inf"),
                                                                  dtype=torch.float32))
             value[live[stop]] = gained[stop] + best.max(1).values
-        keep = ~(over | stop)
+        keep = ~(over | stop | solve)
         if not bool(keep.all()):
             sim, live = sim.select(keep), live[keep]
             actor, sign, start, seen = actor[keep], sign[keep], start[keep], seen[keep]
@@ -120,13 +152,14 @@ class RolloutOracle:
     the legal slots is the rollout value clamped to [-42, 42] (a horizon μ may stray past
     the possible range); 0 at the other slots."""
 
-    def __init__(self, model, turns: int = DEFAULT_ROLLOUT_TURNS):
+    def __init__(self, model, turns: int = DEFAULT_ROLLOUT_TURNS, exact_from: int | None = None):
         check_turns(turns)
         self.model = model.eval()
         self.turns = turns
+        self.exact_from = exact_from
 
     def query_worlds(self, worlds: BatchedGames) -> tuple[torch.Tensor, torch.Tensor]:
-        v = rollout_values(self.model, worlds, self.turns)
+        v = rollout_values(self.model, worlds, self.turns, self.exact_from)
         legal = torch.isfinite(v)
         return torch.where(legal, v.clamp(-42.0, 42.0), torch.zeros_like(v)), legal
 
@@ -137,24 +170,37 @@ def is_rollout_spec(spec: str | None) -> bool:
 
 def rollout_from_spec(spec: str, device="cpu"):
     """(RolloutOracle, identity) for 'rollout[:T[:WEIGHTS]]' (T default 7, the shipped
-    Stage 2 model by default). ValueError naming the problem."""
+    Stage 2 model by default) or 'rollout:exactK[:WEIGHTS]' (Stage 2 plays to trick K,
+    the exact solver's value of the rest: `exact_from` 4 (K - 1)). ValueError naming the
+    problem."""
     from .weights import load_stage2, stage2_weights
 
     parts = spec.split(":", 2)[1:]
-    turns = DEFAULT_ROLLOUT_TURNS
-    if parts and parts[0]:
+    turns, exact_trick = DEFAULT_ROLLOUT_TURNS, None
+    if parts and parts[0].startswith("exact"):
+        text = parts[0][len("exact"):]
+        if not (text.isdigit() and 2 <= int(text) <= 7):
+            raise ValueError(f"{spec!r}: exactK needs the first exact trick K, 2..7, got "
+                             f"{parts[0]!r}")
+        exact_trick = int(text)
+    elif parts and parts[0]:
         if not parts[0].isdigit():
-            raise ValueError(f"{spec!r}: the look-ahead T must be a whole number 1..7, "
-                             f"got {parts[0]!r}")
+            raise ValueError(f"{spec!r}: the look-ahead T must be a whole number 1..7 or "
+                             f"exactK, got {parts[0]!r}")
         turns = int(parts[0])
     path = stage2_weights(parts[1] if len(parts) > 1 else None)
     model = load_stage2(path).to(device)                 # Stage2WeightsError names the file
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    oracle = RolloutOracle(model, turns)
-    return oracle, {"name": spec, "path": str(path), "sha256": f"{sha}+rollout{turns}",
-                    "label": f"Stage 2 rollouts ({'to the end' if turns == 7 else f'{turns} turns'})"}
+    exact_from = None if exact_trick is None else 4 * (exact_trick - 1)
+    oracle = RolloutOracle(model, turns, exact_from)
+    if exact_trick is None:
+        tag, label = f"rollout{turns}", ("to the end" if turns == 7 else f"{turns} turns")
+    else:
+        tag, label = f"rollout-exact{exact_trick}", f"to trick {exact_trick}, then exact"
+    return oracle, {"name": spec, "path": str(path), "sha256": f"{sha}+{tag}",
+                    "label": f"Stage 2 rollouts ({label})"}
 
 
 __all__ = ["rollout_values", "RolloutOracle", "rollout_from_spec", "is_rollout_spec",
-           "chunked", "chunk_rows", "check_turns", "CHUNK_ROWS", "DEVICE_CHUNK_ROWS",
+           "chunked", "chunk_rows", "check_turns", "exact_rest", "CHUNK_ROWS", "DEVICE_CHUNK_ROWS",
            "DEFAULT_ROLLOUT_TURNS"]

@@ -76,8 +76,8 @@ from ..rules.tables import N_TRICKS
 from ..utils.atomic import atomic_write_text
 from .defaults import LENGTH_GROUPS, PRECISIONS
 from .average import describe, source_card
-from .data import (FORCED_WEIGHT, data_card, data_hash, load_split, own_targets_outside,
-                   prepare_rows, rows_of_tricks)
+from .data import (FORCED_WEIGHT, data_card, data_hash, in_tricks, load_split,
+                   own_targets_outside, prepare_rows, rows_of_tricks)
 from .evaluate import metrics as eval_metrics
 from .evaluate import predict
 from .model import (CONFIG_OPTIONAL, DEFAULT_CONFIG, Q_SCALE, build_model, check_config,
@@ -307,8 +307,8 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     if cfg.tricks is not None:
         train_rows = rows_of_tricks(train_rows, train_dec, cfg.tricks)
         val_rows = rows_of_tricks(val_rows, val_dec, cfg.tricks)
-        train_dec, val_dec = (rows_of_tricks({"d": d}, d, cfg.tricks)["d"]
-                              for d in (train_dec, val_dec))
+        train_dec = train_dec[in_tricks(train_dec, cfg.tricks)]
+        val_dec = val_dec[in_tricks(val_dec, cfg.tricks)]
         if not len(train_dec) or not len(val_dec):
             raise ValueError(f"no train or val decisions in tricks {cfg.tricks}")
         log(f"decisions of tricks {','.join(map(str, cfg.tricks))} only", flush=True)
