@@ -95,28 +95,19 @@ done
 # ---- two training lanes side by side on the same records
 budget=$(( DEADLINE - $(elapsed) - LOAD_S ))
 say "train: lanes A (big, from scratch), B (shipped size, from the shipped weights) and C (the shipped weights grown to 6 layers), ${budget} s each"
-(
-    $PY -m eqfast.cli.train_stage2 --data "$W/data" --run "$W/big" --device $DEV \
-        --d-model 128 --layers 4 --heads 4 --d-ff 256 --lr 2e-3 --warmup 300 \
-        --time-budget $budget "${RECIPE[@]}" "${A_FLAGS[@]}" > "$W/big.log" 2>&1
-    echo "train exit $?" >> "$W/big.log"
-) &
+lane() {    # $1: the lane's name (run directory, log, result files); the rest: its flags
+    local name=$1
+    shift
+    $PY -m eqfast.cli.train_stage2 --data "$W/data" --run "$W/$name" --device $DEV \
+        --warmup 300 --time-budget $budget "${RECIPE[@]}" "$@" > "$W/$name.log" 2>&1
+    echo "train exit $?" >> "$W/$name.log"
+}
+lane big --d-model 128 --layers 4 --heads 4 --d-ff 256 --lr 2e-3 "${A_FLAGS[@]}" &
 A=$!
-(
-    $PY -m eqfast.cli.train_stage2 --data "$W/data" --run "$W/init" --device $DEV \
-        --init eqfast/models/stage2.safetensors --d-model 64 --layers 3 --heads 4 --d-ff 128 \
-        --lr 5e-4 --warmup 300 --time-budget $budget "${RECIPE[@]}" "${B_FLAGS[@]}" \
-        > "$W/init.log" 2>&1
-    echo "train exit $?" >> "$W/init.log"
-) &
+SHIPPED=(--init eqfast/models/stage2.safetensors --d-model 64 --heads 4 --d-ff 128 --lr 5e-4)
+lane init "${SHIPPED[@]}" --layers 3 "${B_FLAGS[@]}" &
 B=$!
-(
-    $PY -m eqfast.cli.train_stage2 --data "$W/data" --run "$W/deep" --device $DEV \
-        --init eqfast/models/stage2.safetensors --d-model 64 --layers 6 --heads 4 --d-ff 128 \
-        --lr 5e-4 --warmup 300 --time-budget $budget "${RECIPE[@]}" "${C_FLAGS[@]}" \
-        > "$W/deep.log" 2>&1
-    echo "train exit $?" >> "$W/deep.log"
-) &
+lane deep "${SHIPPED[@]}" --layers 6 "${C_FLAGS[@]}" &
 C=$!
 wait $A $B $C
 for lane in big init deep; do
