@@ -50,13 +50,11 @@ if [ $DRY = 1 ]; then
     GAMES=${GAMES:-16}; GPB=8; GEN_STOP_S=${GEN_STOP_S:-120}; LOAD_S=10; DEV=cpu
     A_FLAGS=(--batch 64 --eval-every 10 --ckpt-every 10 --threads 1)
     B_FLAGS=(--batch 64 --eval-every 10 --ckpt-every 10 --threads 1)
-    C_FLAGS=("${B_FLAGS[@]}")
 else
     GAMES=${GAMES:-400000}; GPB=${GPB:-2048}; GEN_STOP_S=${GEN_STOP_S:-280}
     LOAD_S=${LOAD_S:-30}; DEV=cuda
     A_FLAGS=(--batch 4096 --eval-every 500 --ckpt-every 1000 --threads 4)
     B_FLAGS=(--batch 1024 --eval-every 500 --ckpt-every 1000 --threads 4)
-    C_FLAGS=("${B_FLAGS[@]}")
 fi
 RECIPE=(--seen-tiles 2 --loss nll --centered-weight 1 --precision bf16 --length-groups 2
         --steps 1000000 --quiet)
@@ -107,7 +105,7 @@ A=$!
 SHIPPED=(--init eqfast/models/stage2.safetensors --d-model 64 --heads 4 --d-ff 128 --lr 5e-4)
 lane init "${SHIPPED[@]}" --layers 3 "${B_FLAGS[@]}" &
 B=$!
-lane deep "${SHIPPED[@]}" --layers 6 "${C_FLAGS[@]}" &
+lane deep "${SHIPPED[@]}" --layers 6 "${B_FLAGS[@]}" &      # lane B's flags
 C=$!
 wait $A $B $C
 for lane in big init deep; do

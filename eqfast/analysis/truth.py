@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..engine.public import slots_to_tile_mask
+from ..engine.public import solver_positions
 from ..engine.transcript import current_hand_order
 from ..rules.deal import deal_from_seed
 from ..solver import ILLEGAL, q_batch
@@ -51,10 +51,7 @@ def true_q(games) -> tuple[torch.Tensor, torch.Tensor]:
     of each legal move in the actor's frame, NaN where not legal. CPU games: the solver
     reads host memory."""
     G = games.batch_size
-    masks = slots_to_tile_mask(games.hands, games.remaining)             # [G, 4] 28-bit
-    # the trick holds its tiles in play order and -1 after them (BatchedGames.play)
-    q = torch.from_numpy(q_batch(masks.numpy(), games.decl.numpy(), games.leader.numpy(),
-                                 games.trick[:, :3].numpy()).astype(np.float64))
+    q = torch.from_numpy(q_batch(*solver_positions(games)).astype(np.float64))
     actor = games.current_player
     tiles = games.hands[torch.arange(G), actor]                           # [G, 7]
     slot_q = q.gather(1, tiles.clamp(min=0))

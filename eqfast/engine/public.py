@@ -48,6 +48,14 @@ def slots_to_tile_mask(hands: torch.Tensor, slot_mask: torch.Tensor) -> torch.Te
     return torch.where(in_mask, 1 << hands.clamp(min=0), torch.zeros_like(hands)).sum(-1)
 
 
+def solver_positions(games: BatchedGames) -> tuple:
+    """(hands [G, 4] 28-bit masks, decl [G], leader [G], trick [G, 3]) numpy arrays on the
+    host: the positions of `games` (on any device) as the exact solver's `q_batch` /
+    `v_batch` take them (the trick holds its tiles in play order, -1 after them)."""
+    masks = slots_to_tile_mask(games.hands, games.remaining)
+    return tuple(t.cpu().numpy() for t in (masks, games.decl, games.leader, games.trick[:, :3]))
+
+
 def played_masks(games: BatchedGames) -> torch.Tensor:
     """28-bit masks [G, 4] of the tiles each seat has played so far (from the transcript)."""
     done = games.tiles >= 0

@@ -72,7 +72,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 import torch
 
-from ..engine.public import slots_to_tile_mask
+from ..engine.public import solver_positions
 from ..rules.batched import BatchedGames
 from ..rules.deal import mix_seeds
 from ..rules.tables import (HAND_SIZE, IN_CALLED, LED_SUIT, N_SEATS, N_TILES, N_TRICKS,
@@ -269,9 +269,7 @@ class PerfectPolicy:
         rows = torch.arange(B)
         g = games if games.device.type == "cpu" else \
             BatchedGames(**{f.name: getattr(games, f.name).cpu() for f in fields(games)})
-        masks = slots_to_tile_mask(g.hands, g.remaining).numpy()
-        q = q_batch(masks, g.decl.numpy(), g.leader.numpy(), g.trick[:, :3].numpy(),
-                    threads=self.threads)
+        q = q_batch(*solver_positions(g), threads=self.threads)
         actor = g.current_player
         tiles = g.hands[rows, actor]
         q_slot = torch.from_numpy(q.astype(np.int64))[rows[:, None], tiles.clamp(min=0)]

@@ -36,7 +36,6 @@ perfect-information oracles (docs/STAGE2.md, "Rollout labels").
 from __future__ import annotations
 
 import hashlib
-from dataclasses import fields
 
 import torch
 
@@ -83,13 +82,10 @@ def check_turns(turns: int) -> None:
 def exact_rest(games: BatchedGames) -> torch.Tensor:
     """Perfect-information value [B] (team-0 frame, points to go) of each row's rest of
     the hand, by the exact solver on the CPU."""
-    from ..engine.public import slots_to_tile_mask
+    from ..engine.public import solver_positions
     from ..solver import v_batch
 
-    g = games if games.device.type == "cpu" else \
-        BatchedGames(**{f.name: getattr(games, f.name).cpu() for f in fields(games)})
-    masks = slots_to_tile_mask(g.hands, g.remaining).numpy()
-    v = v_batch(masks, g.decl.numpy(), g.leader.numpy(), g.trick[:, :3].numpy())
+    v = v_batch(*solver_positions(games))
     return torch.from_numpy(v.astype("float32")).to(games.device)
 
 
