@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Rollout labels at GPU volume, in one lease: the shipped Stage 2 plays games (epsilon
-# 0.05) while `rollout:1` labels them on the GPU (each move valued by the hand played on by
-# that model at every seat to the actor's next turn, 16 uniform worlds: the labels of the
-# improvement loop, docs/STAGE2.md "Rollout labels"), then two Stage 2 models train on
-# them side by side on the same GPU, and the weights come back for matches on the CPU.
+# Rollout labels at GPU volume, in one lease: the shipped transformer (`stage2_soup`, the
+# early part of the shipped `stage2`) plays games (epsilon 0.05) while `rollout:1` labels
+# them on the GPU (each move valued by the hand played on by that model at every seat to
+# the actor's next turn, 16 uniform worlds: the labels of the improvement loop,
+# docs/STAGE2.md "Rollout labels"), then three transformers train on them side by side on
+# the same GPU, and the weights come back for matches on the CPU.
 #
 # Usage (repository root, on the GPU machine; its python3 holds CUDA torch):
 #   OUT=$OUT bash benchmarks/gpu_rollout.sh          # deadline 540 s (DEADLINE_S)
@@ -13,8 +14,9 @@
 # each shard of GPB games saved as it completes; the training lanes get what is left
 # before the deadline less LOAD_S for reading the records):
 #   0    preflight, install
-#   ~20  eqfast-generate --oracle rollout:1 --n-samples 16 --play-policy stage2 --epsilon
-#        0.05 --device cuda --pipeline reference: games/s of rollout labels on the GPU
+#   ~20  eqfast-generate --oracle rollout:1:SOUP --n-samples 16 --play-policy stage2:SOUP
+#        --epsilon 0.05 --device cuda --pipeline reference: games/s of rollout labels on
+#        the GPU (SOUP = eqfast/models/stage2_soup.safetensors)
 #   then two training lanes side by side on every game generated:
 #     A  d_model 128, 4 layers, feed-forward 256 (4.4x the shipped parameters), from
 #        scratch, bf16, batch 4,096, lr 2e-3 (the recipe of docs/STAGE2.md "A million GPU
@@ -32,6 +34,7 @@ source benchmarks/gpu_lib.sh
 
 DRY=0
 [ "${1:-}" = "--dry-run" ] && DRY=1
+SOUP=eqfast/models/stage2_soup.safetensors
 DEADLINE=${DEADLINE_S:-540}
 [ $DRY = 1 ] && DEADLINE=${DEADLINE_S:-60}
 OUT=${OUT:-runs/gpu_rollout}
@@ -67,8 +70,8 @@ say "generate: up to $GAMES games of rollout:1 labels, $GPB a batch (stops at ${
 generate() {    # $1: the device stages' backend (auto: Triton kernels on CUDA)
     timeout -s TERM -k 15 $(( GEN_STOP_S - $(elapsed) )) $PY -m eqfast.cli.generate \
         --out "$W/data" --games $GAMES --seed-start 32000000000 --games-per-batch $GPB \
-        --device $DEV --backend $1 --pipeline reference --oracle rollout:1 --n-samples 16 \
-        --play-policy stage2 --epsilon 0.05 --quiet >> "$OUT/run.log" 2>&1
+        --device $DEV --backend $1 --pipeline reference --oracle rollout:1:$SOUP \
+        --n-samples 16 --play-policy stage2:$SOUP --epsilon 0.05 --quiet >> "$OUT/run.log" 2>&1
 }
 g0=$(date +%s.%N)
 generate auto
@@ -102,7 +105,7 @@ lane() {    # $1: the lane's name (run directory, log, result files); the rest: 
 }
 lane big --d-model 128 --layers 4 --heads 4 --d-ff 256 --lr 2e-3 "${A_FLAGS[@]}" &
 A=$!
-SHIPPED=(--init eqfast/models/stage2.safetensors --d-model 64 --heads 4 --d-ff 128 --lr 5e-4)
+SHIPPED=(--init $SOUP --d-model 64 --heads 4 --d-ff 128 --lr 5e-4)
 lane init "${SHIPPED[@]}" --layers 3 "${B_FLAGS[@]}" &
 B=$!
 lane deep "${SHIPPED[@]}" --layers 6 "${B_FLAGS[@]}" &      # lane B's flags

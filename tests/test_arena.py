@@ -32,14 +32,22 @@ VARIANTS = 4
 @pytest.fixture(scope="module")
 def policies(tmp_path_factory):
     """The fair policies, a Stage 2 model (random weights: what matters here is what it
-    reads, not how well it plays) and the perfect player."""
+    reads, not how well it plays), a belief model (the shipped oracle read on the
+    beliefs) and the perfect player."""
+    from eqfast.paths import DEFAULT_MODEL
+    from eqfast.stage2.belief import BeliefModel, init_from_oracle
     from eqfast.stage2.model import DEFAULT_CONFIG, build_model
     from eqfast.stage2.weights import save_stage2
 
     torch.manual_seed(0)
     weights = tmp_path_factory.mktemp("stage2") / "random.safetensors"
     save_stage2(weights, build_model(DEFAULT_CONFIG), DEFAULT_CONFIG)
-    specs = FAIR + (f"stage2:{weights}", f"eq:default:4:posterior=stage2:{weights}",
+    belief = weights.parent / "belief.safetensors"
+    model = BeliefModel()
+    init_from_oracle(model, DEFAULT_MODEL)
+    save_stage2(belief, model, {"arch": "belief", "hidden": 256, "depth": 2, "roles": 1,
+                                "var_head": 0})
+    specs = FAIR + (f"stage2:{weights}", f"stage2:{belief}", f"eq:default:4:posterior=stage2:{weights}",
                     f"search:3:2:{weights}", f"endgame:5:{weights}", f"split:5:{weights}", "perfect")
     return {s: policy_from_spec(s, run_seed=3) for s in specs}
 

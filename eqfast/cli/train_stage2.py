@@ -6,6 +6,7 @@
     eqfast-train-stage2 --data D --run R2 --init eqfast/models/stage2.safetensors --lr 1e-3
     eqfast-train-stage2 --data D1 --data D2 --run R3     # the union of two runs' records
     eqfast-train-stage2 --data D --run R4 --init W --label-tricks 5-7   # W elsewhere
+    eqfast-train-stage2 --data D --run R5 --arch belief --init eqfast/models/default.safetensors
 
 Reads the train and val splits of an `eqfast-generate --out DIR` directory (or of
 several, whose game seeds must not overlap). Re-running
@@ -31,6 +32,21 @@ def build_parser() -> argparse.ArgumentParser:
                          "must not overlap)")
     ap.add_argument("--run", required=True, type=path_arg,
                     help="run directory (checkpoint, best/last weights, history.jsonl)")
+    ap.add_argument("--arch", choices=("transformer", "belief", "split"),
+                    default="transformer",
+                    help="transformer: attention over the transcript tokens (--d-model, "
+                         "--layers, --heads, --d-ff, --seen-tiles); belief: the oracle's "
+                         "embedding-sum network read on the actor's beliefs (who may hold "
+                         "each hidden tile), best started from an oracle's weights with "
+                         "--init eqfast/models/default.safetensors (--hidden, --depth); "
+                         "split: two models, one before a trick and one from it (the "
+                         "shipped stage2), trained on from the --init file, whose config "
+                         "it takes (docs/STAGE2.md)")
+    ap.add_argument("--hidden", type=int, default=None,
+                    help="belief model: layer width (default: the --init file's, else 256)")
+    ap.add_argument("--depth", type=int, default=None,
+                    help="belief model: hidden layers after the embedding sum (default: the "
+                         "--init file's, else 2)")
     ap.add_argument("--d-model", type=int, default=DEFAULT_CONFIG["d_model"], help="model width")
     ap.add_argument("--layers", type=int, default=DEFAULT_CONFIG["n_layers"],
                     help="encoder layers")
@@ -131,6 +147,17 @@ def check_args(a) -> str | None:
                  "ckpt_every", "val_rows", "threads", "length_groups"):
         if getattr(a, name) < 1:
             return f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)}"
+    for name in ("hidden", "depth"):
+        if getattr(a, name) is not None and getattr(a, name) < (1 if name == "hidden" else 0):
+            return f"--{name} must be >= {1 if name == 'hidden' else 0}, got {getattr(a, name)}"
+    if a.arch == "split" and a.init is None:
+        return "--arch split trains on from a split model's file: give it as --init"
+    if a.arch == "belief" and a.seen_tiles:
+        return "--seen-tiles is the transformer's: the belief model reads the beliefs itself"
+    if a.arch == "belief" and a.policy_weight > 0:
+        return "--policy-weight needs the transformer's policy head (not with --arch belief)"
+    if a.arch != "belief" and (a.hidden is not None or a.depth is not None):
+        return "--hidden and --depth size the belief model: add --arch belief"
     if a.d_model % a.heads:
         return f"--d-model {a.d_model} must be a multiple of --heads {a.heads}"
     if a.warmup < 0:
@@ -182,6 +209,51 @@ def check_args(a) -> str | None:
     return None
 
 
+def belief_arch(a) -> dict:
+    """The belief model's config: --hidden and --depth, where left out those of the --init
+    file (an oracle's weights, or a belief model's), else the defaults; ValueError for an
+    --init file of another kind."""
+    from ..stage2.belief import BELIEF_DEFAULT, check_belief_config, oracle_config
+    from ..stage2.weights import Stage2WeightsError, is_oracle_file, read_stage2
+
+    base = dict(BELIEF_DEFAULT)
+    if a.init is not None:
+        if is_oracle_file(a.init):
+            from ..oracle.weights import OracleWeightsError, read_weights
+            try:
+                base = oracle_config(read_weights(a.init)[1]["config"])
+            except OracleWeightsError as e:
+                raise ValueError(str(e)) from None
+        else:
+            try:
+                base = dict(read_stage2(a.init)[1]["config"])
+            except Stage2WeightsError as e:
+                raise ValueError(str(e)) from None
+            if base.get("arch") != "belief":
+                raise ValueError(f"--init {a.init}: a transformer's weights; --arch belief "
+                                 "starts from an oracle's weights or a belief model's")
+    if a.hidden is not None:
+        base["hidden"] = a.hidden
+    if a.depth is not None:
+        base["depth"] = a.depth
+    base["var_head"] = 0 if a.no_var_head else 1
+    return check_belief_config(base)
+
+
+def split_arch(a) -> dict:
+    """The split model's config: the --init file's; ValueError for another file."""
+    from ..stage2.weights import Stage2WeightsError, read_stage2
+
+    try:
+        config = read_stage2(a.init)[1]["config"]
+    except Stage2WeightsError as e:
+        raise ValueError(str(e)) from None
+    if config.get("arch") != "split":
+        raise ValueError(f"--init {a.init}: not a split model's weights (--arch split trains "
+                         "on from one; join two files with eqfast.stage2.split.join_split)")
+    return config
+
+
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     problem = check_args(a)
@@ -196,9 +268,16 @@ def main(argv=None) -> int:
     from ..stage2.train import TrainConfig, train
 
     torch.set_num_threads(a.threads)
-    arch = {"d_model": a.d_model, "n_layers": a.layers, "n_heads": a.heads, "d_ff": a.d_ff,
-            "var_head": 0 if a.no_var_head else 1, "seen_tiles": a.seen_tiles,
-            **({"policy_head": 1} if a.policy_weight > 0 else {})}
+    if a.arch in ("belief", "split"):
+        try:
+            arch = belief_arch(a) if a.arch == "belief" else split_arch(a)
+        except ValueError as e:
+            print(f"eqfast-train-stage2: {e}", file=sys.stderr)
+            return 2
+    else:
+        arch = {"d_model": a.d_model, "n_layers": a.layers, "n_heads": a.heads, "d_ff": a.d_ff,
+                "var_head": 0 if a.no_var_head else 1, "seen_tiles": a.seen_tiles,
+                **({"policy_head": 1} if a.policy_weight > 0 else {})}
     cfg = TrainConfig(data=a.data, run=a.run, arch=arch, loss=a.loss,
                       forced_weight=a.forced_weight, centered_weight=a.centered_weight,
                       steps=a.steps, batch=a.batch, lr=a.lr, weight_decay=a.weight_decay,

@@ -67,9 +67,20 @@ SUMMARY_SIZE = {1: SEEN_ROWS * N_TILES, 2: SEEN_ROWS * N_TILES + N_SEATS * N_SUI
 
 
 def check_config(config: dict) -> dict:
-    """The config with int values; ValueError naming the key for anything else."""
+    """The config with int values; ValueError naming the key for anything else. A config
+    with "arch": "belief" is the belief model's (belief.py), with "arch": "split" two
+    models' (split.py); without "arch", this transformer's."""
     if not isinstance(config, dict):
         raise ValueError(f"config must be a JSON object, got {config!r}")
+    if "arch" in config:
+        if config["arch"] == "belief":
+            from .belief import check_belief_config
+            return check_belief_config(config)
+        if config["arch"] == "split":
+            from .split import check_split_config
+            return check_split_config(config, check_config)
+        raise ValueError(f"config 'arch' must be 'belief' or 'split' (or absent: the "
+                         f"transformer), got {config['arch']!r}")
     config = {**CONFIG_OPTIONAL, **config}
     unknown = sorted(set(config) - set(CONFIG_RANGES))
     missing = sorted(set(CONFIG_RANGES) - set(config))
@@ -324,9 +335,28 @@ def forward_by_length(model, tokens: torch.Tensor, lengths: torch.Tensor,
     return tuple(torch.cat([o[k] for o in outs])[inverse] for k in range(len(outs[0])))
 
 
-def build_model(config: dict) -> Stage2Model:
-    """A fresh model of `config` (DEFAULT_CONFIG's keys); ValueError for a bad config."""
-    return Stage2Model(**check_config(config))
+def build_model(config: dict) -> nn.Module:
+    """A fresh model of `config` (DEFAULT_CONFIG's keys, or a belief config: belief.py);
+    ValueError for a bad config."""
+    config = check_config(config)
+    if config.get("arch") == "belief":
+        from .belief import BeliefModel
+        return BeliefModel(**{k: v for k, v in config.items() if k != "arch"})
+    if config.get("arch") == "split":
+        from .split import SplitModel
+        return SplitModel(build_model(config["early"]), build_model(config["late"]),
+                          config["first_trick"])
+    return Stage2Model(**config)
+
+
+def is_belief(config: dict) -> bool:
+    """Whether `config` is a belief model's (belief.py)."""
+    return config.get("arch") == "belief"
+
+
+def is_transformer(config: dict) -> bool:
+    """Whether `config` is this transformer's (no "arch": not a belief or split model)."""
+    return "arch" not in config
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -81,8 +81,8 @@ from .data import (FORCED_WEIGHT, data_card, data_hash, in_tricks, load_split,
 from .evaluate import metrics as eval_metrics
 from .evaluate import predict
 from .model import (CONFIG_OPTIONAL, DEFAULT_CONFIG, Q_SCALE, build_model, check_config,
-                    count_parameters, forward_by_length)
-from .weights import load_stage2_with_meta, save_stage2
+                    count_parameters, forward_by_length, is_belief, is_transformer)
+from .weights import is_oracle_file, load_stage2_with_meta, save_stage2
 
 LOSSES = ("mse", "nll")
 #: arguments a resumed run must share with the checkpoint (the others may change)
@@ -176,8 +176,24 @@ def init_weights(model: torch.nn.Module, cfg: TrainConfig) -> dict:
     the training card: path, SHA-256 of the file, and its own training record's steps.
     The run may have a higher seen-tiles level or more layers than the file (`grown`):
     the model then starts with the file's outputs exactly. Stage2WeightsError for an
-    unreadable file; ValueError when the architectures differ otherwise."""
+    unreadable file; ValueError when the architectures differ otherwise.
+
+    A belief model (belief.py) starts from a belief model's file of the same config, or
+    from an embedding-sum oracle's weights file (`init_from_oracle`: the oracle read on
+    the actor's beliefs)."""
+    if is_belief(check_config(cfg.arch)) and is_oracle_file(cfg.init):
+        from .belief import init_from_oracle
+        meta = init_from_oracle(model, cfg.init)
+        return {**source_card(cfg.init, meta), "oracle": meta["config"]}
     start, meta = load_stage2_with_meta(cfg.init)
+    if not (is_transformer(cfg.arch) and is_transformer(meta["config"])):
+        if check_config(meta["config"]) != check_config(cfg.arch):
+            raise ValueError(f"{cfg.init}: --init weights have the architecture "
+                             f"{meta['config']}, the run {cfg.arch}: a belief or split model "
+                             "starts from one of the same config (a belief model also from "
+                             "an oracle's weights)")
+        model.load_state_dict(start.state_dict())
+        return source_card(cfg.init, meta)
     have, want = check_config(meta["config"]), check_config(cfg.arch)
     same = ({**have, "seen_tiles": 0, "n_layers": 0} == {**want, "seen_tiles": 0, "n_layers": 0}
             and have["seen_tiles"] <= want["seen_tiles"] and have["n_layers"] <= want["n_layers"])
@@ -335,7 +351,8 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     if ckpt.exists():
         step, state = load_checkpoint(ckpt, model, optimizer, extra)
         saved = state.get("config", {})
-        if isinstance(saved.get("arch"), dict):     # keys added since fill in their default
+        if isinstance(saved.get("arch"), dict) and is_transformer(saved["arch"]):
+            # transformer keys added since fill in their default
             saved["arch"] = {**CONFIG_OPTIONAL, **saved["arch"]}
         for k, v in RESUME_DEFAULTS.items():
             saved.setdefault(k, v)

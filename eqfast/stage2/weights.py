@@ -81,6 +81,19 @@ def load_stage2(path=DEFAULT_STAGE2) -> Stage2Model:
     return load_stage2_with_meta(path)[0]
 
 
+def is_oracle_file(path) -> bool:
+    """Whether `path` is an oracle's (Stage 1) weights file, by its metadata 'format' (the
+    tensors are not read); False for anything else, unreadable files included (the
+    loader that follows names their problem)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return (f.metadata() or {}).get("format") == "eqfast-oracle"
+    except Exception:  # not a safetensors file: not an oracle's either
+        return False
+
+
 def copy_with_metadata(src, dst, metrics: dict | None = None, train: dict | None = None) -> None:
     """Write the weights of `src` to `dst` with `metrics` / `train` entries merged into its
     metadata (shipping a run's best weights with their test figures and data card)."""
