@@ -36,7 +36,8 @@ from torch import nn
 from ..oracle.network import N_ROLES, tile_roles
 from ..oracle.tokenizer import N_CODES, N_STATUS, STATUS_GONE
 from ..rules.tables import FOLLOWS, HAND_SIZE, LED_SUIT, N_SEATS, N_TILES
-from .model import FEATURE_SIZES, Q_SCALE, holder_marginals, seen_matrix, void_matrix
+from .model import (FEATURE_SIZES, Q_SCALE, holder_marginals, seen_matrix, token_features,
+                    void_matrix)
 
 #: config keys of a belief model and their ranges (model.check_config dispatches here)
 BELIEF_RANGES = {"hidden": (8, 4096), "depth": (0, 8), "roles": (0, 1), "var_head": (0, 1)}
@@ -93,9 +94,7 @@ class BeliefModel(nn.Module):
         chance that that seat holds it (`holder_marginals`). Hand tiles past the hand size
         are 0 (their outputs mean nothing; callers mask them with the legal moves)."""
         positions = torch.arange(tokens.shape[1], device=tokens.device)
-        live = positions[None, :] < lengths[:, None]
-        f = torch.minimum(tokens.long().clamp(min=0), self.feature_max) * live[..., None]
-        tile = f[..., 0] * (f[..., 0] + 1) // 2 + f[..., 1]
+        live, f, tile = token_features(tokens, lengths, self.feature_max)
         seen = seen_matrix(f, tile, self.n_seats, self.n_tiles)
         voids = void_matrix(f, tile, live, self.led_suit, self.follows)
         decl = f[:, 0, 6]

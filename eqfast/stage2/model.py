@@ -98,6 +98,17 @@ def check_config(config: dict) -> dict:
     return out
 
 
+def token_features(tokens: torch.Tensor, lengths: torch.Tensor, feature_max: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(live [B, T] bool, features f [B, T, 8] clamped to their ranges and zero past the
+    length, tile ids [B, T]) of transcript tokens: whatever the padding holds changes
+    nothing read from them. feature_max [8]: FEATURE_SIZES - 1."""
+    positions = torch.arange(tokens.shape[1], device=tokens.device)
+    live = positions[None, :] < lengths[:, None]
+    f = torch.minimum(tokens.long().clamp(min=0), feature_max) * live[..., None]
+    return live, f, f[..., 0] * (f[..., 0] + 1) // 2 + f[..., 1]
+
+
 def seen_matrix(f: torch.Tensor, tile: torch.Tensor, n_seats: int = N_SEATS,
                 n_tiles: int = N_TILES) -> torch.Tensor:
     """[B, (n_seats + 1) * n_tiles] float zeros and ones from the clamped features f
@@ -250,12 +261,8 @@ class Stage2Model(nn.Module):
     def _encode(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """The final normalized embeddings [B, 7, d_model] of the hand slots."""
         positions = self.positions[:tokens.shape[1]]
-        live = positions[None, :] < lengths[:, None]                       # [B, T]
-        # features clamped to their ranges and zeroed past the length, so whatever the
-        # padding holds changes no output
-        f = torch.minimum(tokens.long().clamp(min=0), self.feature_max) * live[..., None]
+        live, f, tile = token_features(tokens, lengths, self.feature_max)
         x = self.feature_embed(f + self.feature_offset).sum(2)
-        tile = f[..., 0] * (f[..., 0] + 1) // 2 + f[..., 1]
         tile_index = torch.where(f[..., 7] > 0, f[..., 6] * self.n_tiles + tile,
                                  torch.full_like(tile, self.decl_tile_index))
         x = x + self.tile_embed(tile_index) + self.position_embed(positions)

@@ -39,6 +39,8 @@ class SplitModel(nn.Module):
         is_late = plays >= self.first_decision
         mu = torch.zeros(tokens.shape[0], 7, device=tokens.device)
         log_var = torch.zeros(tokens.shape[0], 7, device=tokens.device)
+        # two blocks, not a loop over (model, rows): TorchScript cannot iterate over
+        # modules of different types
         late_rows = torch.nonzero(is_late)[:, 0]
         early_rows = torch.nonzero(~is_late)[:, 0]
         if early_rows.numel() > 0:
