@@ -41,7 +41,10 @@ def policies(tmp_path_factory):
 
     torch.manual_seed(0)
     weights = tmp_path_factory.mktemp("stage2") / "random.safetensors"
-    save_stage2(weights, build_model(DEFAULT_CONFIG), DEFAULT_CONFIG)
+    # a narrow one-layer transformer: the search and posterior players run it on every
+    # world's rows, and at the default width the information test took three times as long
+    tiny = {**DEFAULT_CONFIG, "d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32}
+    save_stage2(weights, build_model(tiny), tiny)
     belief = weights.parent / "belief.safetensors"
     model = BeliefModel()
     init_from_oracle(model, DEFAULT_MODEL)

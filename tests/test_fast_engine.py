@@ -58,8 +58,9 @@ def test_fast_engine_with_a_network_oracle_and_posterior_equals_reference(backen
     cfg = EngineConfig(n_samples=12, posterior=PosteriorConfig(window_k=5), seed=4)
     device = TEST_DEVICE if backend == "triton" else "cpu"
     oracle = _network_oracle(device)
-    ref = Engine(oracle, cfg, device=device).play([6, 7]).to("cpu")
-    fast = FastEngine(oracle, cfg, backend=backend, device=device, graphs=False).play([6, 7])
+    seeds = [6] if backend == "triton" and device == "cpu" else [6, 7]   # the interpreter is slow
+    ref = Engine(oracle, cfg, device=device).play(seeds).to("cpu")
+    fast = FastEngine(oracle, cfg, backend=backend, device=device, graphs=False).play(seeds)
     for name in FIELDS:
         if ref[name].is_floating_point():
             torch.testing.assert_close(
@@ -79,12 +80,13 @@ def test_captured_batch_never_synchronizes(backend):
     cfg = EngineConfig(n_samples=8, posterior=PosteriorConfig(window_k=3), store_worlds=True)
     device = TEST_DEVICE if backend == "triton" else "cpu"
     engine = FastEngine(_network_oracle(device), cfg, backend=backend, device=device, graphs=False)
-    i = engine.batch_inputs([1, 2]).map(lambda t: t.to(device))
+    seeds = [1] if device == "cpu" else [1, 2]                 # the interpreter is slow
+    i = engine.batch_inputs(seeds).map(lambda t: t.to(device))
     args = (engine.step, i.games, i.keys_w, i.u_p, i.seeds, i.split, True)
     play_batch(*args)          # warm-up: TorchScript optimizes in its first runs
     with forbid_host_sync():
         records = play_batch(*args)
-    assert records["e_q_mean"].shape == (2 * 28, 7) and "world_q" in records
+    assert records["e_q_mean"].shape == (len(seeds) * 28, 7) and "world_q" in records
 
 
 def test_oracle_chunks_give_the_same_records():
