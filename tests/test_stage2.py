@@ -691,6 +691,32 @@ def test_tricks_trains_and_validates_on_those_decisions_only(dataset, tmp_path, 
             train(tiny_config(dataset, tmp_path / "x", tricks=bad), log=quiet, progress=False)
 
 
+def test_min_worlds_keeps_the_decisions_labelled_from_enough_worlds(dataset, dataset2,
+                                                                   tmp_path):
+    """--min-worlds 5 on the union of an 8-world run and a 4-world run: the 4-world run's
+    decisions are left out unless every consistent world was enumerated; the count in the
+    log is that of well_labelled, the weights record the setting, and 0 is refused."""
+    from eqfast.stage2.data import well_labelled
+
+    train_records = load_split([str(dataset), str(dataset2)], "train")[0]
+    keep = well_labelled(train_records, 5)
+    n = train_records["n_worlds"]
+    assert torch.equal(keep, train_records["enumerated"] | (n >= 5))
+    four = (n == 4) & ~train_records["enumerated"]
+    assert int(four.sum()) > 0 and not keep[four].any() and keep[n == 8].all()
+    lines = []
+    train(tiny_config(dataset, tmp_path / "run", data=[str(dataset), str(dataset2)],
+                      min_worlds=5, steps=20),
+          log=lambda *a, **k: lines.append(" ".join(map(str, a))), progress=False)
+    assert any(f": {int(keep.sum())} of {len(keep)} train decisions" in line
+               for line in lines), lines
+    assert any(f"; {int(keep.sum())} train records" in line for line in lines), lines
+    meta = load_stage2_with_meta(tmp_path / "run" / "last.safetensors")[1]
+    assert meta["train"]["min_worlds"] == 5
+    with pytest.raises(ValueError, match="min_worlds must be"):
+        train(tiny_config(dataset, tmp_path / "x", min_worlds=0), log=quiet, progress=False)
+
+
 def test_init_from_an_averaged_file_says_so(dataset, tmp_path):
     from eqfast.stage2.average import average_stage2
 
@@ -808,7 +834,8 @@ def test_bf16_training_moves_the_weights_and_records_its_precision(dataset, tmp_
     (["--label-tricks", "0-3", "--init", "eqfast/models/stage2.safetensors"], "outside 1..7"),
     (["--label-tricks", "6-5", "--init", "eqfast/models/stage2.safetensors"], "empty range"),
     (["--label-tricks", "late", "--init", "eqfast/models/stage2.safetensors"],
-     "not a trick number"), (["--tricks", "0-3"], "--tricks"), (["--tricks", "x"], "--tricks")])
+     "not a trick number"), (["--tricks", "0-3"], "--tricks"), (["--tricks", "x"], "--tricks"),
+    (["--min-worlds", "0"], "--min-worlds")])
 def test_train_cli_bad_flags_exit_2(dataset, tmp_path, capsys, flags, needle):
     status = train_stage2.main(["--data", str(dataset), "--run", str(tmp_path / "r"), *flags])
     assert status == 2

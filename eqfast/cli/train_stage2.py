@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="train and validate on the decisions of these tricks only (1..7: "
                          "'5-7'): a model for part of the hand, which the split player "
                          "plays from the first of them (docs/STAGE2.md)")
+    ap.add_argument("--min-worlds", type=int, default=1, metavar="N",
+                    help="train and validate only on decisions whose label rests on at "
+                         "least N worlds (n_worlds) or on every consistent one: joins runs "
+                         "that labelled some tricks only (one world elsewhere, e.g. "
+                         "--n-by-trick 1,1,1,1,1680,1680,1680) to data for more tricks")
     ap.add_argument("--steps", type=int, default=20000,
                     help="optimizer steps of the whole run (with --time-budget: at most)")
     ap.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
@@ -195,6 +200,8 @@ def check_args(a) -> str | None:
             parse_tricks(a.tricks)
         except ValueError as e:
             return f"--tricks: {e}"
+    if a.min_worlds < 1:
+        return f"--min-worlds must be >= 1, got {a.min_worlds}"
     if a.stop_at is not None and a.stop_at < 0:
         return f"--stop-at must be >= 0, got {a.stop_at}"
     problem = device_problem(a.device)
@@ -288,7 +295,8 @@ def main(argv=None) -> int:
                       policy_weight=a.policy_weight, precision=a.precision, ema=a.ema,
                       label_tricks=(None if a.label_tricks is None
                                     else list(parse_tricks(a.label_tricks))),
-                      tricks=None if a.tricks is None else list(parse_tricks(a.tricks)))
+                      tricks=None if a.tricks is None else list(parse_tricks(a.tricks)),
+                      min_worlds=a.min_worlds)
     try:
         m = train(cfg, log=print, progress=not a.quiet)
     except (ValueError, ShardError) as e:        # a resume with other settings, an empty

@@ -106,8 +106,20 @@ def rows_of_tricks(rows: dict, decision_idx: torch.Tensor, tricks) -> dict:
     """The rows of `rows` (prepare_rows) whose decisions lie in `tricks`, in their order: a
     model trained for part of the hand only (a late-hand model, played after another by
     the `split` policy)."""
-    keep = in_tricks(decision_idx, tricks)
+    return select_rows(rows, in_tricks(decision_idx, tricks))
+
+
+def select_rows(rows: dict, keep: torch.Tensor) -> dict:
+    """The rows of `rows` (prepare_rows) where the bool [R] `keep` holds, in their order."""
     return {k: v[keep] for k, v in rows.items()}
+
+
+def well_labelled(records: DecisionRecords, min_worlds: int) -> torch.Tensor:
+    """Bool [R]: whether each decision's label rests on at least `min_worlds` worlds
+    (n_worlds) or on every consistent world (enumerated). A run that labels only some
+    tricks (`--n-by-trick 1,1,1,1,1680,1680,1680`) has one-world labels elsewhere, which
+    this leaves out when its records join a model for more tricks."""
+    return records["enumerated"] | (records["n_worlds"] >= min_worlds)
 
 
 def data_dirs(data) -> list[Path]:

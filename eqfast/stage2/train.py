@@ -35,7 +35,9 @@ and validation (regret, MSE) is against the same mixed target.
 `tricks` trains and validates on the decisions of those tricks only (stage2/data.py
 `rows_of_tricks`): a model for part of the hand, e.g. the late tricks, where exact labels
 are cheap and the play is most exact, which the `split` player (eqfast/play/policies.py)
-uses from its first trick on.
+uses from its first trick on. `min_worlds` N > 1 keeps only the decisions whose label
+rests on at least N worlds or on every consistent one (`well_labelled`): runs that
+labelled some tricks only (one world elsewhere) can then join one model's data.
 
 `ema` d > 0 keeps, beside the trained weights, their exponential moving average over the
 steps, a_t = d_t a_(t-1) + (1 - d_t) w_t with d_t = min(d, (1 + t) / (10 + t)) (t counting
@@ -77,7 +79,7 @@ from ..utils.atomic import atomic_write_text
 from .defaults import LENGTH_GROUPS, PRECISIONS
 from .average import describe, source_card
 from .data import (FORCED_WEIGHT, data_card, data_hash, in_tricks, load_split,
-                   own_targets_outside, prepare_rows, rows_of_tricks)
+                   own_targets_outside, prepare_rows, select_rows, well_labelled)
 from .evaluate import metrics as eval_metrics
 from .evaluate import predict
 from .model import (CONFIG_OPTIONAL, DEFAULT_CONFIG, Q_SCALE, build_model, check_config,
@@ -88,10 +90,11 @@ LOSSES = ("mse", "nll")
 #: arguments a resumed run must share with the checkpoint (the others may change)
 RESUME_KEYS = ("arch", "loss", "forced_weight", "centered_weight", "steps", "batch", "lr",
                "weight_decay", "warmup", "min_lr_frac", "seed", "time_budget", "init",
-               "mc_weight", "policy_weight", "precision", "ema", "label_tricks", "tricks")
+               "mc_weight", "policy_weight", "precision", "ema", "label_tricks", "tricks",
+               "min_worlds")
 #: the value a checkpoint written before a RESUME_KEYS entry existed had
 RESUME_DEFAULTS = {"mc_weight": 0.0, "policy_weight": 0.0, "precision": "fp32", "ema": 0.0,
-                   "label_tricks": None, "tricks": None}
+                   "label_tricks": None, "tricks": None, "min_worlds": 1}
 
 
 @dataclass
@@ -124,6 +127,7 @@ class TrainConfig:
     ema: float = 0.0             # d: evaluate and save the weights' moving average (0: off)
     label_tricks: list[int] | None = None  # labels at these tricks only; init's μ elsewhere
     tricks: list[int] | None = None  # train and validate on these tricks' decisions only
+    min_worlds: int = 1          # and on decisions labelled from >= this many worlds only
 
 
 def check_train_config(cfg: TrainConfig) -> None:
@@ -166,6 +170,8 @@ def check_train_config(cfg: TrainConfig) -> None:
                                        for t in cfg.label_tricks):
             raise ValueError(f"label_tricks must be tricks in 1..{N_TRICKS}, got "
                              f"{cfg.label_tricks}")
+    if cfg.min_worlds < 1:
+        raise ValueError(f"min_worlds must be >= 1, got {cfg.min_worlds}")
     if cfg.tricks is not None and (not cfg.tricks or any(t not in range(1, N_TRICKS + 1)
                                                          for t in cfg.tricks)):
         raise ValueError(f"tricks must be tricks in 1..{N_TRICKS}, got {cfg.tricks}")
@@ -320,14 +326,24 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
     train_rows = prepare_rows(train_records, cfg.forced_weight, cfg.mc_weight)
     val_rows = prepare_rows(val_records, cfg.forced_weight, cfg.mc_weight)
     train_dec, val_dec = train_records["decision_idx"], val_records["decision_idx"]
-    if cfg.tricks is not None:
-        train_rows = rows_of_tricks(train_rows, train_dec, cfg.tricks)
-        val_rows = rows_of_tricks(val_rows, val_dec, cfg.tricks)
-        train_dec = train_dec[in_tricks(train_dec, cfg.tricks)]
-        val_dec = val_dec[in_tricks(val_dec, cfg.tricks)]
+    if cfg.tricks is not None or cfg.min_worlds > 1:
+        keep = [torch.ones(len(d), dtype=torch.bool) for d in (train_dec, val_dec)]
+        if cfg.tricks is not None:
+            keep = [k & in_tricks(d, cfg.tricks) for k, d in zip(keep, (train_dec, val_dec))]
+            log(f"decisions of tricks {','.join(map(str, cfg.tricks))} only", flush=True)
+        if cfg.min_worlds > 1:
+            kept = [k & well_labelled(r, cfg.min_worlds)
+                    for k, r in zip(keep, (train_records, val_records))]
+            log(f"labels from >= {cfg.min_worlds} worlds (or every consistent one) only: "
+                f"{int(kept[0].sum())} of {int(keep[0].sum())} train decisions", flush=True)
+            keep = kept
+        train_rows, val_rows = select_rows(train_rows, keep[0]), select_rows(val_rows, keep[1])
+        train_dec, val_dec = train_dec[keep[0]], val_dec[keep[1]]
         if not len(train_dec) or not len(val_dec):
-            raise ValueError(f"no train or val decisions in tricks {cfg.tricks}")
-        log(f"decisions of tricks {','.join(map(str, cfg.tricks))} only", flush=True)
+            raise ValueError("no train or val decisions left"
+                             + (f" in tricks {cfg.tricks}" if cfg.tricks is not None else "")
+                             + (f" labelled from >= {cfg.min_worlds} worlds"
+                                if cfg.min_worlds > 1 else ""))
     val_rows = {k: v[:cfg.val_rows] for k, v in val_rows.items()}
     if cfg.label_tricks is not None:
         keep_own_values(cfg, train_rows, train_dec, val_rows, val_dec[:cfg.val_rows], log)
@@ -430,6 +446,7 @@ def train(cfg: TrainConfig, log=print, progress: bool = True) -> dict:
                           **({"label_tricks": list(cfg.label_tricks)}
                              if cfg.label_tricks is not None else {}),
                           **({"tricks": list(cfg.tricks)} if cfg.tricks is not None else {}),
+                          **({"min_worlds": cfg.min_worlds} if cfg.min_worlds > 1 else {}),
                           "device": device_name, "precision": cfg.precision,
                           "time_budget_s": cfg.time_budget, "init": state.get("init"),
                           "data_card": card}
