@@ -1,6 +1,6 @@
-"""Write a shipped Stage 2 split file: the transformer `stage2_soup` before a trick, a late
-model from it on, with test figures and a data card in the metadata (docs/STAGE2.md,
-"The shipped model").
+"""Write a shipped Stage 2 file: a split of the transformer `stage2_soup` before a trick and
+a late model from it on (or, with --trick 1, the late model alone for the whole hand), with
+test figures and a data card in the metadata (docs/STAGE2.md, "The shipped model").
 
     python benchmarks/ship_stage2.py --late runs/bel/avg-t4-late3.safetensors --trick 4 \\
         --out eqfast/models/stage2.safetensors \\
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +37,8 @@ def evaluate(weights: Path, data: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--late", required=True, help="the model from --trick on")
-    ap.add_argument("--trick", type=int, required=True, help="the late model's first trick")
+    ap.add_argument("--trick", type=int, required=True,
+                    help="the late model's first trick (1: it plays the whole hand, no split)")
     ap.add_argument("--out", required=True, help="the file to write (atomically)")
     ap.add_argument("--early", default=str(MODELS / "stage2_soup.safetensors"),
                     help="the model before --trick (default: the shipped transformer)")
@@ -48,7 +50,10 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     joined = Path(a.out).with_suffix(".joined.tmp")
     try:
-        join_split(a.early, a.late, a.trick, joined)
+        if a.trick == 1:
+            shutil.copyfile(a.late, joined)
+        else:
+            join_split(a.early, a.late, a.trick, joined)
         metrics = {"test": evaluate(joined, a.test_data),
                    "test_late": evaluate(joined, a.late_data)}
         sources = {s: read_stage2(s)[1]["train"] for s in a.source}

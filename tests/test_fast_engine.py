@@ -77,7 +77,7 @@ def test_captured_batch_never_synchronizes(backend):
     what one CUDA graph holds) runs with every device synchronization turned into an error:
     Python-level reads of tensor values and the aten ops that read data on the host or size
     outputs by it (a CUDA graph could contain neither)."""
-    cfg = EngineConfig(n_samples=8, posterior=PosteriorConfig(window_k=3), store_worlds=True)
+    cfg = EngineConfig(n_samples=4, posterior=PosteriorConfig(window_k=3), store_worlds=True)
     device = TEST_DEVICE if backend == "triton" else "cpu"
     engine = FastEngine(_network_oracle(device), cfg, backend=backend, device=device, graphs=False)
     seeds = [1] if device == "cpu" else [1, 2]                 # the interpreter is slow
