@@ -14,7 +14,7 @@ import sys
 import torch
 
 from eqfast.data.shards import load_records
-from eqfast.stage2.data import prepare_rows
+from eqfast.stage2.data import in_tricks, prepare_rows
 from eqfast.stage2.evaluate import metrics, predict
 from eqfast.stage2.weights import load_stage2
 
@@ -28,13 +28,12 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     records, _ = load_records(data, split=split)
     rows = prepare_rows(records)
-    trick = records["decision_idx"] // 4 + 1
     for path in paths:
         with torch.no_grad():
             mu, _ = predict(load_stage2(path), rows["tokens"], rows["lengths"])
         by_trick = []
         for t in range(1, 7):
-            k = trick == t
+            k = in_tricks(records["decision_idx"], (t,))
             by_trick.append(metrics(mu[k], None, {"q": rows["q"][k], "legal": rows["legal"][k],
                                                   "s2": None})["regret"])
         whole = metrics(mu, None, {"q": rows["q"], "legal": rows["legal"], "s2": None})
