@@ -1,11 +1,12 @@
 """Regret of Stage 2 models against a data set's E[Q] labels, trick by trick.
 
-    python benchmarks/regret_by_trick.py DATA SPLIT WEIGHTS [WEIGHTS ...]
+    python benchmarks/regret_by_trick.py DATA[,DATA...] SPLIT WEIGHTS [WEIGHTS ...]
 
 One line a model: the regret (points of E[Q] lost by the model's argmax, `eqfast-eval-stage2`'s
 metric) over the split and at each of tricks 1 to 6 (trick 7's decisions are forced).
 Read only the tricks the data labels well: a run made with `--n-by-trick 1,1,200,...`
-has one-world labels at tricks 1 and 2.
+has one-world labels at tricks 1 and 2. Several directories, comma-separated: the union of
+their splits (`stage2.data.load_split`).
 """
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ import sys
 
 import torch
 
-from eqfast.data.shards import load_records
-from eqfast.stage2.data import in_tricks, prepare_rows
+from eqfast.stage2.data import in_tricks, load_split, prepare_rows
 from eqfast.stage2.evaluate import metrics, predict
 from eqfast.stage2.weights import load_stage2
 
@@ -26,7 +26,8 @@ def main(argv=None) -> int:
         return 2
     data, split, paths = argv[0], argv[1], argv[2:]
     torch.set_num_threads(1)
-    records, _ = load_records(data, split=split)
+    dirs = data.split(",")
+    records, _ = load_split(dirs if len(dirs) > 1 else dirs[0], split)
     rows = prepare_rows(records)
     for path in paths:
         with torch.no_grad():

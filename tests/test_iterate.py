@@ -320,3 +320,29 @@ def test_iterate_replay_trains_on_the_last_generations(tmp_path, capsys):
         iterate.replay_data(run, 2, 2)
     assert iterate.main(["--run", str(run), "--replay", "0", *TINY]) == 2
     assert "--replay" in capsys.readouterr().err
+
+
+def test_iterate_tricks_trains_only_the_split_part_that_plays_them(tmp_path, capsys):
+    """--tricks 4-7 with a split parent (the E[Q] transformer before trick 4, the soup from
+    it): generation 1's early part is the parent's bit for bit, its late part learned."""
+    from eqfast.paths import MODELS
+    from eqfast.stage2.split import join_split
+    from eqfast.stage2.weights import read_stage2
+
+    parent = tmp_path / "split.safetensors"
+    join_split(MODELS / "stage2_eq.safetensors", MODELS / "stage2_soup.safetensors", 4, parent)
+    run = tmp_path / "run"
+    assert iterate.main(["--run", str(run), "--generations", "1", "--init", str(parent),
+                         *TINY, "--tricks", "4-7"]) == 0
+    card = json.loads((run / "gen-1" / "card.json").read_text())
+    assert card["settings"]["tricks"] == "4-7"
+    assert json.loads((run / "gen-1" / "train.json").read_text())["train"]["tricks"] == [4, 5, 6, 7]
+    before, after = read_stage2(parent)[0], read_stage2(run / "gen-1" / "weights.safetensors")[0]
+    assert before.keys() == after.keys()
+    early = [k for k in before if k.startswith("early.")]
+    late = [k for k in before if k.startswith("late.")]
+    assert early and late
+    assert all(torch.equal(before[k], after[k]) for k in early)
+    assert not all(torch.equal(before[k], after[k]) for k in late)
+    assert iterate.main(["--run", str(tmp_path / "bad"), *TINY, "--tricks", "0-3"]) == 2
+    assert "--tricks" in capsys.readouterr().err

@@ -74,9 +74,9 @@ SETTING_KEYS = ("games", "games_per_batch", "seed_start", "run_seed", "oracle", 
                 "label_args", "posterior", "tau", "window", "temperature", "epsilon",
                 "blunder_rate", "blunder_max_regret", "steps", "batch", "lr", "warmup",
                 "loss", "centered_weight", "mc_weight", "train_seed", "eval_every",
-                "val_rows", "match_deals", "match_seed_start", "replay")
+                "val_rows", "match_deals", "match_seed_start", "replay", "tricks")
 #: a setting added since some runs started: its value in a card that lacks it
-SETTING_DEFAULTS = {"replay": 1}
+SETTING_DEFAULTS = {"replay": 1, "tricks": None}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train generation k on the games of the last K generations (its own "
                         "and those of the K - 1 before it, each labelled with its own "
                         "parent's values) instead of its own alone")
+    t.add_argument("--tricks", default=None,
+                   help="train and validate on these tricks' decisions only ('1-3', '1,2'); "
+                        "with a split parent (eqfast.stage2.split) only the model that plays "
+                        "them learns, the other stays the parent's. When left out, every "
+                        "trick")
 
     m = p.add_argument_group("the match against the parent (eqfast.play.arena)")
     m.add_argument("--match-deals", type=int, default=5000,
@@ -271,6 +276,7 @@ def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
     """Generation `gen` (>= 1): its finished card, or an exit status (interrupted/failed)."""
     from ..play.arena import play_match
     from ..play.policies import Stage2Policy
+    from ..stage2.defaults import parse_tricks
     from ..stage2.train import TrainConfig, train
     from ..stage2.weights import load_stage2_with_meta
     from . import generate
@@ -325,7 +331,9 @@ def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
                           steps=s["steps"], batch=s["batch"], lr=s["lr"], warmup=s["warmup"],
                           seed=s["train_seed"], val_rows=s["val_rows"],
                           eval_every=s["eval_every"], ckpt_every=s["eval_every"],
-                          init=str(parent), mc_weight=s["mc_weight"])
+                          init=str(parent), mc_weight=s["mc_weight"],
+                          tricks=(None if s["tricks"] is None
+                                  else list(parse_tricks(s["tricks"]))))
         with Timer() as tm:
             train(cfg, log=lambda *a, **k: log(f"gen {gen}: " + " ".join(map(str, a))),
                   progress=False)
@@ -392,6 +400,12 @@ def check_args(a) -> str | None:
         return f"--games must be at most {SEED_STRIDE:,} (the seed stride between generations)"
     if not 0 <= a.mc_weight <= 1:
         return f"--mc-weight must be in [0, 1], got {a.mc_weight}"
+    if a.tricks is not None:
+        from ..stage2.defaults import parse_tricks
+        try:
+            parse_tricks(a.tricks)
+        except ValueError as e:
+            return f"--tricks: {e}"
     if a.init is not None and not stage2_weights(a.init).is_file():
         return f"--init {a.init}: no such file"
     return None
