@@ -26,8 +26,7 @@ def main(argv=None) -> int:
         return 2
     data, split, paths = argv[0], argv[1], argv[2:]
     torch.set_num_threads(1)
-    dirs = data.split(",")
-    records, _ = load_split(dirs if len(dirs) > 1 else dirs[0], split)
+    records, _ = load_split(data.split(","), split)
     rows = prepare_rows(records)
     for path in paths:
         with torch.no_grad():

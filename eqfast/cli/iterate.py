@@ -53,6 +53,7 @@ import torch
 
 from ..data.shards import ShardError
 from ..paths import stage2_weights
+from ..stage2.defaults import parse_tricks
 from ..utils.atomic import atomic_path, atomic_write_text
 from .common import HelpFormatter, path_type
 
@@ -276,7 +277,6 @@ def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
     """Generation `gen` (>= 1): its finished card, or an exit status (interrupted/failed)."""
     from ..play.arena import play_match
     from ..play.policies import Stage2Policy
-    from ..stage2.defaults import parse_tricks
     from ..stage2.train import TrainConfig, train
     from ..stage2.weights import load_stage2_with_meta
     from . import generate
@@ -401,7 +401,6 @@ def check_args(a) -> str | None:
     if not 0 <= a.mc_weight <= 1:
         return f"--mc-weight must be in [0, 1], got {a.mc_weight}"
     if a.tricks is not None:
-        from ..stage2.defaults import parse_tricks
         try:
             parse_tricks(a.tricks)
         except ValueError as e:
