@@ -153,6 +153,12 @@ def check_flags(code: str, where: str, bare: frozenset[str] | None = None) -> li
         if name not in known:
             problems.append(f"{where}: {name} is not a command (setup.py console_scripts)")
             continue
+        if name == "eqfast-iterate":              # its --label-args "..." are eqfast-generate's
+            quoted = re.findall(r'--label-args[ =]"([^"]*)"', text)
+            flags = FLAG.findall(re.sub(r'--label-args[ =]"[^"]*"', "--label-args", text))
+            problems += [f"{where}: eqfast-generate has no flag --{f} (in --label-args)"
+                         for q in quoted for f in FLAG.findall(q)
+                         if f not in known["eqfast-generate"]]
         problems += [f"{where}: {name} has no flag --{f}" for f in flags
                      if f not in known[name] and f != "help"]
     return problems
@@ -253,3 +259,7 @@ def test_the_checker_finds_planted_errors(tmp_path):
     assert "#a-heading" not in problems
     # the real flags of the same text pass
     assert check_flags("eqfast-generate --games 8 --out x --oracle exact", "ok") == []
+    # eqfast-iterate's --label-args "..." hold eqfast-generate's flags
+    assert check_flags('eqfast-iterate --run r --label-args "--n-by-trick 16,1 --sem 1"', "ok") == []
+    assert "no flag --gmaes (in --label-args)" in "\n".join(
+        check_flags('eqfast-iterate --run r --label-args "--gmaes 1"', "bad"))

@@ -346,3 +346,77 @@ def test_iterate_tricks_trains_only_the_split_part_that_plays_them(tmp_path, cap
     assert not all(torch.equal(before[k], after[k]) for k in late)
     assert iterate.main(["--run", str(tmp_path / "bad"), *TINY, "--tricks", "0-3"]) == 2
     assert "--tricks" in capsys.readouterr().err
+
+
+def test_iterate_train_from_a_base_replaces_the_part_that_plays_the_tricks(tmp_path, capsys):
+    """--train-from BASE --tricks 1-3 with a split parent: each generation's training starts
+    from BASE at tricks 1-3 and the parent's late part, bit for bit (the recipe of
+    docs/STAGE2.md, "A third generation for the first three tricks"); --ema, --min-worlds
+    and --extra-data reach the trainer."""
+    from eqfast.paths import MODELS
+    from eqfast.stage2.split import join_split
+    from eqfast.stage2.weights import read_stage2
+
+    parent = tmp_path / "split.safetensors"
+    join_split(MODELS / "stage2_eq.safetensors", MODELS / "stage2_soup.safetensors", 4, parent)
+    base = read_stage2(MODELS / "stage2_replay2.safetensors")[0]
+    late = {k: v for k, v in read_stage2(parent)[0].items() if k.startswith("late.")}
+    run = tmp_path / "run"
+    recipe = ["--tricks", "1-3", "--train-from", "stage2_replay2", "--ema", "0.9",
+              "--min-worlds", "2"]
+    assert iterate.main(["--run", str(run), "--generations", "1", "--init", str(parent),
+                         *TINY, *recipe]) == 0
+    assert iterate.main(["--run", str(run), "--generations", "2", *TINY, *recipe,
+                         "--extra-data", str(run / "gen-1" / "data")]) == 0
+    for gen in (1, 2):
+        here = run / f"gen-{gen}"
+        start = read_stage2(here / "start.safetensors")[0]
+        assert all(torch.equal(start["early." + k], v) for k, v in base.items())
+        after = read_stage2(here / "weights.safetensors")[0]
+        assert all(torch.equal(after[k], v) and torch.equal(start[k], v)
+                   for k, v in late.items())
+        assert not all(torch.equal(after["early." + k], v) for k, v in base.items())
+        card = json.loads((here / "card.json").read_text())
+        assert card["start"]["split"]["early"]["path"].endswith("stage2_replay2.safetensors")
+        train = json.loads((here / "train.json").read_text())["train"]
+        assert train["ema"] == 0.9 and train["min_worlds"] == 2 and train["tricks"] == [1, 2, 3]
+        assert train["init"]["path"] == str(here / "start.safetensors")
+    data = json.loads((run / "gen-2" / "data_card.json").read_text())["data"]
+    assert data == [str(run / "gen-2" / "data"), str(run / "gen-1" / "data")]
+
+    def refused(*flags):
+        assert iterate.main(["--run", str(tmp_path / "bad"), "--generations", "1", "--init",
+                             str(parent), *TINY, *flags]) == 2
+        return capsys.readouterr().err
+
+    assert "both of its parts" in refused("--tricks", "3-4", "--train-from", "stage2_eq")
+    assert "architecture" in refused("--tricks", "4-7", "--train-from", "stage2_gpu1m")
+    assert not (tmp_path / "bad" / "gen-1" / "card.json").exists()   # refused before any data
+    assert "no such file" in refused("--train-from", str(tmp_path / "none.safetensors"))
+    assert "not a split file" in refused("--tricks", "1-3", "--train-from", "stage2_eq:early")
+    assert "--extra-data" in refused("--extra-data", str(tmp_path))
+    assert "--ema" in refused("--ema", "1")
+
+
+def test_iterate_data_ranks_write_what_one_process_writes(tmp_path):
+    """--data-ranks 2: two eqfast-generate processes label the generation's games, record
+    for record what one process writes with the same arguments."""
+    run = tmp_path / "run"
+    tiny = list(TINY)
+    tiny[tiny.index("--games-per-batch") + 1] = "2"
+    assert iterate.main(["--run", str(run), "--generations", "1", *tiny,
+                         "--data-ranks", "2"]) == 0
+    card = json.loads((run / "gen-1" / "card.json").read_text())
+    argv = card["generate_argv"]
+    assert argv[argv.index("--world-size") + 1] == "2"
+    ranks, metas = load_records(run / "gen-1" / "data")
+    assert sorted({tuple(m["rank"]) for m in metas}) == [(0, 2), (1, 2)]
+    assert card["steps"]["data"]["cpu_s"] > 0            # the ranks' CPU is counted
+    i = argv.index("--world-size")
+    single = argv[:i] + argv[i + 2:]
+    single[single.index("--out") + 1] = str(tmp_path / "single")
+    assert generate.main(single) == 0
+    one, _ = load_records(tmp_path / "single")
+    assert ranks.tensors.keys() == one.tensors.keys()
+    for k, v in ranks.tensors.items():
+        assert torch.equal(v, one.tensors[k]), k

@@ -8,7 +8,10 @@ Generation 0 is the starting model (`--init`, default the shipped Stage 2). Gene
           exploration flags acting on its values) labelled by the engine as usual, with
           generation k as the posterior's behaviour model (`--behaviour-oracle
           stage2:gen-k`, unless --no-posterior); seeds from --seed-start + k * SEED_STRIDE
-2. train  eqfast-train-stage2's trainer from generation k's weights (`--init`), best
+2. train  eqfast-train-stage2's trainer from generation k's weights (`--init`), or from
+          fixed weights BASE (`--train-from`: with --tricks and a split parent, BASE
+          takes the place of the part that plays those tricks, the other stays the
+          parent's), on its games (with --replay and --extra-data, more); best
           validation regret kept
 3. match  a duplicate match of generation k + 1 against generation k (eqfast.play.arena)
           on --match-deals deals from --match-seed-start (disjoint from the league's and
@@ -27,6 +30,7 @@ finished generation):
     DIR/gen-K/card.json          settings, the eqfast-generate arguments, steps done (with
                                  wall and CPU seconds), the match row and the verdict
     DIR/gen-K/data/              the eqfast-generate output
+    DIR/gen-K/start.safetensors  with --train-from: the weights its training starts from
     DIR/gen-K/train/             the trainer's run directory (checkpoint, history.jsonl)
     DIR/gen-K/weights.safetensors  the generation's weights (train/best.safetensors)
     DIR/gen-K/data_card.json     where its training records came from
@@ -43,8 +47,11 @@ import argparse
 import fcntl
 import hashlib
 import json
+import resource
 import shlex
 import shutil
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -54,6 +61,7 @@ import torch
 from ..data.shards import ShardError
 from ..paths import stage2_weights
 from ..stage2.defaults import parse_tricks
+from ..stage2.split import parse_part
 from ..utils.atomic import atomic_path, atomic_write_text
 from .common import HelpFormatter, path_type
 
@@ -75,9 +83,12 @@ SETTING_KEYS = ("games", "games_per_batch", "seed_start", "run_seed", "oracle", 
                 "label_args", "posterior", "tau", "window", "temperature", "epsilon",
                 "blunder_rate", "blunder_max_regret", "steps", "batch", "lr", "warmup",
                 "loss", "centered_weight", "mc_weight", "train_seed", "eval_every",
-                "val_rows", "match_deals", "match_seed_start", "replay", "tricks")
+                "val_rows", "match_deals", "match_seed_start", "replay", "tricks",
+                "train_from", "ema", "min_worlds", "extra_data", "data_ranks")
 #: a setting added since some runs started: its value in a card that lacks it
-SETTING_DEFAULTS = {"replay": 1, "tricks": None}
+SETTING_DEFAULTS = {"replay": 1, "tricks": None, "train_from": None, "ema": 0.0,
+                    "min_worlds": 1, "extra_data": [], "data_ranks": 1}
+START = "start.safetensors"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"first game seed of generation 1; generation k starts "
                         f"{SEED_STRIDE:,} x (k - 1) later")
     d.add_argument("--run-seed", type=int, default=0, help="eqfast-generate --seed")
+    d.add_argument("--data-ranks", type=int, default=1, metavar="N",
+                   help="label with N eqfast-generate processes side by side (--rank r "
+                        "--world-size N: the same records as one process, N times the "
+                        "cores; docs/GENERATE.md, 'Scale-out'); --threads is each one's")
     d.add_argument("--oracle", default=None,
                    help="label oracle (eqfast-generate --oracle); when left out, "
                         "eqfast-generate's CPU default (exact labels, world budgets by trick, "
@@ -131,14 +146,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "below its best")
     d.add_argument("--blunder-max-regret", type=float, default=3.0, help="points")
 
-    t = p.add_argument_group("training (eqfast-train-stage2's trainer, from the parent)")
+    t = p.add_argument_group("training (eqfast-train-stage2's trainer, from the parent "
+                             "unless --train-from)")
     t.add_argument("--steps", type=int, default=4000, help="optimizer steps a generation")
     t.add_argument("--batch", type=int, default=256, help="records per step")
     t.add_argument("--lr", type=float, default=5e-4, help="peak learning rate")
     t.add_argument("--warmup", type=int, default=200, help="warm-up steps")
     t.add_argument("--loss", choices=("mse", "nll"), default=None,
-                   help="when left out, nll with a variance head (the shipped recipe), mse "
-                        "without")
+                   help="when left out, nll when the parent's config has a variance head "
+                        "(a transformer's or belief model's), else mse (a split parent: the "
+                        "split players' recipe)")
     t.add_argument("--centered-weight", type=float, default=1.0,
                    help="the centred term's weight (the shipped recipe's 1)")
     t.add_argument("--mc-weight", type=float, default=0.0, metavar="LAMBDA",
@@ -156,6 +173,21 @@ def build_parser() -> argparse.ArgumentParser:
                         "with a split parent (eqfast.stage2.split) only the model that plays "
                         "them learns, the other stays the parent's. When left out, every "
                         "trick")
+    t.add_argument("--train-from", default=None, metavar="BASE",
+                   help="train every generation from these fixed weights instead of its "
+                        "parent's: a Stage 2 weights file (a bare name is a file in "
+                        "eqfast/models) or one part of a split file (FILE:early, FILE:late). "
+                        "With --tricks and a split parent, BASE replaces only the part that "
+                        "plays those tricks; the other stays the parent's")
+    t.add_argument("--extra-data", action="append", default=[], metavar="DIR",
+                   help="an eqfast-generate output every generation also trains on (games "
+                        "from before the loop); repeat for more")
+    t.add_argument("--ema", type=float, default=0.0, metavar="D",
+                   help="evaluate and keep the weights' moving average (decay D) in their "
+                        "place (eqfast-train-stage2 --ema); 0: off")
+    t.add_argument("--min-worlds", type=int, default=1, metavar="N",
+                   help="train on decisions labelled from >= N worlds only "
+                        "(eqfast-train-stage2 --min-worlds)")
 
     m = p.add_argument_group("the match against the parent (eqfast.play.arena)")
     m.add_argument("--match-deals", type=int, default=5000,
@@ -185,7 +217,8 @@ def copy_atomic(src: Path, dst: Path) -> None:
 def settings_of(args, arch: dict) -> dict:
     """The settings of a generation started now (SETTING_KEYS, the loss filled in)."""
     s = {k: getattr(args, k) for k in SETTING_KEYS
-         if k not in ("loss", "posterior", "label_args")}
+         if k not in ("loss", "posterior", "label_args", "extra_data")}
+    s["extra_data"] = [str(Path(d).resolve()) for d in args.extra_data]
     s["posterior"] = not args.no_posterior
     s["label_args"] = args.label_args or ""
     s["loss"] = args.loss or ("nll" if arch.get("var_head") else "mse")
@@ -207,6 +240,8 @@ def generate_argv(s: dict, gen: int, data: Path, parent: Path, threads: int) -> 
         argv += ["--oracle", parent_rollout(s["oracle"], parent)]
     if s["n_samples"] is not None:
         argv += ["--n-samples", str(s["n_samples"])]
+    if s["data_ranks"] > 1:
+        argv += ["--world-size", str(s["data_ranks"])]
     if s["posterior"]:
         argv += ["--posterior", "--behaviour-oracle", f"stage2:{parent}", "--tau",
                  str(s["tau"]), "--window", str(s["window"])]
@@ -225,6 +260,55 @@ def replay_data(run: Path, gen: int, replay: int) -> list[str]:
     return [str(d) for d in dirs]
 
 
+def tricks_of(s: dict) -> list[int] | None:
+    """A generation's --tricks as a list (None: every trick)."""
+    return None if s["tricks"] is None else list(parse_tricks(s["tricks"]))
+
+
+def write_start(base: str, parent: Path, tricks: list[int] | None, out: Path) -> dict:
+    """Write the weights a --train-from generation starts from to `out` (atomically) and
+    return their record: BASE whole when it has the parent's architecture, or, with
+    `tricks` and a split parent, the parent with BASE in place of the part that plays
+    those tricks (BASE that part's architecture, or a split file of the parent's layout:
+    its same part). ValueError when BASE fits neither."""
+    from ..stage2.average import source_card
+    from ..stage2.model import check_config
+    from ..stage2.split import join_models, load_part
+    from ..stage2.weights import load_stage2_with_meta, save_stage2
+
+    model, config, card = load_part(base)
+    start, meta = load_stage2_with_meta(parent)
+    have, want = check_config(config), check_config(meta["config"])
+    if want.get("arch") == "split" and tricks is not None:
+        first = want["first_trick"]
+        if max(tricks) < first:
+            part = "early"
+        elif min(tricks) >= first:
+            part = "late"
+        else:
+            raise ValueError(f"--train-from with --tricks {tricks[0]}-{tricks[-1]}: the split "
+                             f"parent changes model at trick {first}, so those tricks span "
+                             "both of its parts; train one part's tricks")
+        if have == want:                        # a split file laid out as the parent
+            model, have, card = getattr(model, part), want[part], {**card, "part": part}
+        if have != check_config(want[part]):
+            raise ValueError(f"--train-from {base}: its architecture {have} is not that of "
+                             f"the parent's {part} part ({want[part]})")
+        parts = {"early": (start.early, want["early"]), "late": (start.late, want["late"])}
+        parts[part] = (model, have)
+        other = "late" if part == "early" else "early"
+        record = {"split": {"first_trick": first, part: card,
+                            other: {**source_card(parent, meta), "part": other}}}
+        join_models(*parts["early"], *parts["late"], first, out, record)
+        return record
+    if have != want:
+        raise ValueError(f"--train-from {base}: its architecture {have} is not the parent's "
+                         f"({want}); give --tricks to replace one part of a split parent")
+    record = {"start": card}
+    save_stage2(out, model, have, "", {}, record)
+    return record
+
+
 def parent_rollout(oracle: str, parent: Path) -> str:
     """'rollout' or 'rollout:T' labels with the parent generation's rollouts
     ('rollout:T:PARENT'); any other oracle spec as given."""
@@ -235,16 +319,43 @@ def parent_rollout(oracle: str, parent: Path) -> str:
     return f"rollout:{turns}:{parent}"
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that have been waited for."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + kids.ru_utime + kids.ru_stime
+
+
 class Timer:
-    """Wall and CPU seconds (this process) of one step."""
+    """Wall and CPU seconds (this process and the data ranks it ran) of one step."""
 
     def __enter__(self):
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        self.wall, self.cpu = time.perf_counter(), cpu_seconds()
         return self
 
     def __exit__(self, *exc):
         self.wall = round(time.perf_counter() - self.wall, 1)
-        self.cpu = round(time.process_time() - self.cpu, 1)
+        self.cpu = round(cpu_seconds() - self.cpu, 1)
+
+
+def _die_with_parent() -> None:
+    """In a data rank: SIGTERM when eqfast-iterate dies (even by SIGKILL), so no orphan
+    keeps writing the directory a rerun resumes (Linux prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def run_ranks(argv: list[str], ranks: int) -> int:
+    """eqfast-generate `argv` as `ranks` processes side by side (--rank 0..ranks-1): the
+    first non-zero exit status, else 0. Ctrl+C reaches them all (one process group);
+    each finishes its range in flight."""
+    procs = [subprocess.Popen([sys.executable, "-m", "eqfast.cli.generate", *argv,
+                               "--rank", str(r)], preexec_fn=_die_with_parent)
+             for r in range(ranks)]
+    try:
+        statuses = [p.wait() for p in procs]
+    except KeyboardInterrupt:                  # the ranks have it too: let them finish
+        statuses = [p.wait() for p in procs] + [130]
+    return next((st for st in statuses if st != 0), 0)
 
 
 def beats(match: dict) -> bool:
@@ -302,8 +413,12 @@ def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
             raise ValueError(f"{card_path}: the parent's weights {parent} changed")
     else:
         here.mkdir(parents=True, exist_ok=True)
+        start = {}
+        if wanted["train_from"] is not None:    # refuses a BASE that does not fit at once,
+            start = {"start": write_start(wanted["train_from"], parent,     # not after the data
+                                          tricks_of(wanted), here / START)}
         card = {"generation": gen, "settings": wanted, "parent": str(parent),
-                "parent_sha256": sha256(parent), "arch": arch,
+                "parent_sha256": sha256(parent), "arch": arch, **start,
                 "generate_argv": generate_argv(wanted, gen, here / "data", parent,
                                                args.threads),
                 "command": ["eqfast-iterate", *(sys.argv[1:] if argv is None else argv)],
@@ -319,21 +434,29 @@ def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
     if "data" not in steps:
         log(f"gen {gen}: data: eqfast-generate {shlex.join(card['generate_argv'])}")
         with Timer() as tm:
-            status = generate.main(card["generate_argv"])
+            status = (generate.main(card["generate_argv"]) if s["data_ranks"] == 1
+                      else run_ranks(card["generate_argv"], s["data_ranks"]))
         if status != 0:
             return status
         done("data", {"wall_s": tm.wall, "cpu_s": tm.cpu})
 
     if "train" not in steps:
-        log(f"gen {gen}: train {s['steps']} steps from {parent}")
-        cfg = TrainConfig(data=replay_data(run, gen, s["replay"]), run=str(here / "train"),
+        tricks = tricks_of(s)
+        init = parent
+        if s["train_from"] is not None:
+            init = here / START
+            if write_start(s["train_from"], parent, tricks, init) != card["start"]:
+                raise ValueError(f"{card_path}: --train-from {s['train_from']} changed since "
+                                 "the generation started")
+        log(f"gen {gen}: train {s['steps']} steps from {init}")
+        cfg = TrainConfig(data=replay_data(run, gen, s["replay"]) + s["extra_data"],
+                          run=str(here / "train"),
                           arch=arch, loss=s["loss"], centered_weight=s["centered_weight"],
                           steps=s["steps"], batch=s["batch"], lr=s["lr"], warmup=s["warmup"],
                           seed=s["train_seed"], val_rows=s["val_rows"],
                           eval_every=s["eval_every"], ckpt_every=s["eval_every"],
-                          init=str(parent), mc_weight=s["mc_weight"],
-                          tricks=(None if s["tricks"] is None
-                                  else list(parse_tricks(s["tricks"]))))
+                          init=str(init), mc_weight=s["mc_weight"], tricks=tricks,
+                          ema=s["ema"], min_worlds=s["min_worlds"])
         with Timer() as tm:
             train(cfg, log=lambda *a, **k: log(f"gen {gen}: " + " ".join(map(str, a))),
                   progress=False)
@@ -393,7 +516,8 @@ def write_summary(run: Path, cards: list[dict], stopped: str) -> dict:
 
 def check_args(a) -> str | None:
     for name in ("generations", "threads", "games", "games_per_batch", "steps", "batch",
-                 "eval_every", "val_rows", "match_deals", "replay"):
+                 "eval_every", "val_rows", "match_deals", "replay", "min_worlds",
+                 "data_ranks"):
         if getattr(a, name) < 1:
             return f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)}"
     if a.games > SEED_STRIDE:
@@ -405,8 +529,15 @@ def check_args(a) -> str | None:
             parse_tricks(a.tricks)
         except ValueError as e:
             return f"--tricks: {e}"
+    if not 0 <= a.ema < 1:
+        return f"--ema must be in [0, 1), got {a.ema}"
     if a.init is not None and not stage2_weights(a.init).is_file():
         return f"--init {a.init}: no such file"
+    if a.train_from is not None and not stage2_weights(parse_part(a.train_from)[0]).is_file():
+        return f"--train-from {a.train_from}: no such file"
+    for d in a.extra_data:
+        if not (Path(d) / "train").is_dir():
+            return f"--extra-data {d}: not an eqfast-generate output (no train/ folder)"
     return None
 
 

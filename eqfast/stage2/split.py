@@ -79,19 +79,58 @@ def join_split(early, late, first_trick: int, out) -> dict:
     return its training record (each part's path, SHA-256 and own steps).
     Stage2WeightsError for an unreadable file, ValueError for a bad trick."""
     from .average import source_card
-    from .model import check_config
-    from .weights import load_stage2_with_meta, save_stage2
+    from .weights import load_stage2_with_meta
 
     parts = {}
     for name, path in (("early", early), ("late", late)):
         model, meta = load_stage2_with_meta(path)
         parts[name] = (model, meta, Path(path))
-    config = check_config({"arch": "split", "first_trick": first_trick,
-                           "early": parts["early"][1]["config"],
-                           "late": parts["late"][1]["config"]})
-    model = SplitModel(parts["early"][0], parts["late"][0], first_trick)
     record = {"split": {"first_trick": first_trick,
                         **{name: source_card(path, meta)
                            for name, (_, meta, path) in parts.items()}}}
-    save_stage2(out, model, config, "", {}, record)
+    join_models(parts["early"][0], parts["early"][1]["config"], parts["late"][0],
+                parts["late"][1]["config"], first_trick, out, record)
     return record
+
+
+PARTS = ("early", "late")
+
+
+def parse_part(spec: str) -> tuple[str, str | None]:
+    """'FILE' -> (FILE, None); 'FILE:early' or 'FILE:late' -> (FILE, that part)."""
+    head, sep, tail = str(spec).rpartition(":")
+    if sep and tail in PARTS and head:
+        return head, tail
+    return str(spec), None
+
+
+def load_part(spec) -> tuple[nn.Module, dict, dict]:
+    """(model, config, source card) of what `spec` names: a whole Stage 2 weights file
+    (a bare name is a file in eqfast/models), or one part of a split file ('FILE:early',
+    'FILE:late'). Stage2WeightsError for an unreadable file, ValueError for a part of a
+    file that is not split."""
+    from ..paths import stage2_weights
+    from .average import source_card
+    from .weights import load_stage2_with_meta
+
+    name, part = parse_part(spec)
+    path = stage2_weights(name)
+    model, meta = load_stage2_with_meta(path)
+    card = source_card(path, meta)
+    if part is None:
+        return model, meta["config"], card
+    if meta["config"].get("arch") != "split":
+        raise ValueError(f"{spec}: {path} is not a split file, so it has no {part!r} part")
+    return getattr(model, part), meta["config"][part], {**card, "part": part}
+
+
+def join_models(early: nn.Module, early_config: dict, late: nn.Module, late_config: dict,
+                first_trick: int, out, record: dict) -> None:
+    """Write the split model of two loaded models to `out` atomically (`record`: its
+    training record)."""
+    from .model import check_config
+    from .weights import save_stage2
+
+    config = check_config({"arch": "split", "first_trick": first_trick,
+                           "early": early_config, "late": late_config})
+    save_stage2(out, SplitModel(early, late, first_trick), config, "", {}, record)
