@@ -47,6 +47,12 @@ def test_generate_writes_split_shards_and_resumes(tmp_path, capsys):
     assert all(f.stat().st_mtime_ns == t for f, t in before.items())
     seeds = torch.cat([read_shard(f)[0]["seed"] for f in _all_shards(out)])
     assert sorted(set(seeds.tolist())) == list(range(6)) and len(seeds) == 6 * 28
+    assert "outside this run's seeds" not in capsys.readouterr().err
+    # another --seed-start adds a range beside the saved ones, and says so
+    assert main(["--out", str(out), "--games", "1", "--seed-start", "10", *FAST]) == 0
+    err = capsys.readouterr().err
+    assert "holds 6 games outside this run's seeds (from 0 to 5)" in err, err
+    assert completed_seed_ranges(out) == [(0, 1), (2, 2), (3, 5), (10, 10)]
 
 
 def test_resume_with_other_settings_is_refused(tmp_path, capsys):

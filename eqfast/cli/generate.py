@@ -639,6 +639,16 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
     if problem is not None:
         print(f"eqfast-generate: {problem}", file=sys.stderr)
         return 2
+    # a directory is a union of seed ranges, so another --seed-start adds a range beside
+    # the saved ones; say so, since a resume with a mistyped --seed-start does the same
+    outside = [(lo, hi) for lo, hi in completed_seed_ranges(args.out)
+               if hi < args.seed_start or (end is not None and lo >= end)]
+    if outside:
+        print(f"eqfast-generate: {args.out} holds {sum(hi - lo + 1 for lo, hi in outside)} "
+              f"games outside this run's seeds (from {min(lo for lo, _ in outside)} to "
+              f"{max(hi for _, hi in outside)}); this run adds its own beside them "
+              f"(--seed-start {args.seed_start}: to resume a run, give its own)",
+              file=sys.stderr)
     # one format across the directory: --format pt adds the .pt files of the saved ranges
     # (this rank's), and a directory with .pt files is resumed only with --format pt
     with_pt, without_pt = pt_ranges(args.out)
