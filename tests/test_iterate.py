@@ -366,6 +366,8 @@ def test_iterate_train_from_a_base_replaces_the_part_that_plays_the_tricks(tmp_p
               "--min-worlds", "2"]
     assert iterate.main(["--run", str(run), "--generations", "1", "--init", str(parent),
                          *TINY, *recipe]) == 0
+    out = capsys.readouterr().out          # the trainer's log line for a joined start file
+    assert "start.safetensors (sha256 " in out and "no steps of its own" in out
     assert iterate.main(["--run", str(run), "--generations", "2", *TINY, *recipe,
                          "--extra-data", str(run / "gen-1" / "data")]) == 0
     for gen in (1, 2):

@@ -78,7 +78,10 @@ def source_card(path, meta: dict) -> dict:
 
 
 def describe(card: dict) -> str:
-    """'N steps', or 'the mean of N models', for a log line."""
+    """'N steps', 'the mean of N models', or for a file with no steps of its own (a split
+    file joined from two) 'no steps of its own', for a log line."""
     if "average_of" in card:
         return f"the mean of {card['average_of']} models"
+    if card.get("steps") is None:
+        return "no steps of its own"
     return f"{card['steps']} steps"
