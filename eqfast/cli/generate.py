@@ -641,7 +641,8 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
         return 2
     # a directory is a union of seed ranges, so another --seed-start adds a range beside
     # the saved ones; say so, since a resume with a mistyped --seed-start does the same
-    outside = [(lo, hi) for lo, hi in completed_seed_ranges(args.out)
+    saved = completed_seed_ranges(args.out)
+    outside = [(lo, hi) for lo, hi in saved
                if hi < args.seed_start or (end is not None and lo >= end)]
     if outside:
         print(f"eqfast-generate: {args.out} holds {sum(hi - lo + 1 for lo, hi in outside)} "
@@ -675,7 +676,7 @@ def run(args, cfg: EngineConfig, oracle, identity: dict, extra: dict | None = No
     # several ranks: each redoes the unfinished ranges that start in its batches and takes
     # its own batches of what is left; the others' count as done (their writers own them)
     redo = [r for r in redo_all if mine(r[0])]
-    done = completed_seed_ranges(args.out) + redo_all
+    done = saved + redo_all
     pending = owned_ranges(pending_ranges(args.seed_start, n_games, args.games_per_batch, done),
                            args.seed_start, args.games_per_batch, args.rank, args.world_size)
     # planned as it goes: a huge --games allocates nothing per batch up front

@@ -291,7 +291,7 @@ def write_start(base: str, parent: Path, tricks: list[int] | None, out: Path) ->
                              "both of its parts; train one part's tricks")
         if have == want:                        # a split file laid out as the parent
             model, have, card = getattr(model, part), want[part], {**card, "part": part}
-        if have != check_config(want[part]):
+        if have != want[part]:
             raise ValueError(f"--train-from {base}: its architecture {have} is not that of "
                              f"the parent's {part} part ({want[part]})")
         parts = {"early": (start.early, want["early"]), "late": (start.late, want["late"])}
@@ -417,6 +417,7 @@ def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
         if wanted["train_from"] is not None:    # refuses a BASE that does not fit at once,
             start = {"start": write_start(wanted["train_from"], parent,     # not after the data
                                           tricks_of(wanted), here / START)}
+        # the card, written after the start file, is what makes the generation exist
         card = {"generation": gen, "settings": wanted, "parent": str(parent),
                 "parent_sha256": sha256(parent), "arch": arch, **start,
                 "generate_argv": generate_argv(wanted, gen, here / "data", parent,
@@ -442,12 +443,7 @@ def run_generation(run: Path, gen: int, args, log, argv=None) -> dict | int:
 
     if "train" not in steps:
         tricks = tricks_of(s)
-        init = parent
-        if s["train_from"] is not None:
-            init = here / START
-            if write_start(s["train_from"], parent, tricks, init) != card["start"]:
-                raise ValueError(f"{card_path}: --train-from {s['train_from']} changed since "
-                                 "the generation started")
+        init = parent if s["train_from"] is None else here / START   # written with the card
         log(f"gen {gen}: train {s['steps']} steps from {init}")
         cfg = TrainConfig(data=replay_data(run, gen, s["replay"]) + s["extra_data"],
                           run=str(here / "train"),

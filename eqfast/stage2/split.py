@@ -13,7 +13,6 @@ same moves from the two files without joining them.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -75,21 +74,14 @@ def check_split_config(config: dict, check) -> dict:
 
 
 def join_split(early, late, first_trick: int, out) -> dict:
-    """Write the split model of weights files `early` and `late` to `out` atomically;
-    return its training record (each part's path, SHA-256 and own steps).
+    """Write the split model of `early` and `late` (weights files, or parts of split files:
+    `load_part`) to `out` atomically; return its training record (each part's path,
+    SHA-256 and own steps).
     Stage2WeightsError for an unreadable file, ValueError for a bad trick."""
-    from .average import source_card
-    from .weights import load_stage2_with_meta
-
-    parts = {}
-    for name, path in (("early", early), ("late", late)):
-        model, meta = load_stage2_with_meta(path)
-        parts[name] = (model, meta, Path(path))
+    parts = {"early": load_part(early), "late": load_part(late)}
     record = {"split": {"first_trick": first_trick,
-                        **{name: source_card(path, meta)
-                           for name, (_, meta, path) in parts.items()}}}
-    join_models(parts["early"][0], parts["early"][1]["config"], parts["late"][0],
-                parts["late"][1]["config"], first_trick, out, record)
+                        **{name: card for name, (_, _, card) in parts.items()}}}
+    join_models(*parts["early"][:2], *parts["late"][:2], first_trick, out, record)
     return record
 
 
